@@ -1,0 +1,23 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+/// The only include a user needs: every public header of compact, in dependency order.
+///
+/// In a translation unit compiled by nvcc the CPU (Eigen) backend is left out and the CUDA backend is included;
+/// everywhere else the CPU backend is included.
+
+// Configuration and host/device-neutral core.
+#include "compact/config.hpp"
+#include "compact/core/philox.hpp"
+#include "compact/core/fp32_math.hpp"
+#include "compact/core/state.hpp"
+#include "compact/core/tags.hpp"
+#include "compact/core/view.hpp"
+#include "compact/core/entries.hpp"
+#include "compact/core/projector_fwd.hpp"
+
+#if !defined(__CUDACC__)
+// CPU backend (Eigen).
+#include "compact/cpu/eigen.hpp"
+#include "compact/cpu/dense_projector.hpp"
+#include "compact/cpu/compressed_grad.hpp"
+#endif

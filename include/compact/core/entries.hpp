@@ -1,0 +1,126 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+/// Entry specification v1 for the dense distributions: every entry of P as a pure function of (state, n, r, i, j).
+
+#include <cstdint>
+
+#include "compact/config.hpp"
+#include "compact/core/fp32_math.hpp"
+#include "compact/core/philox.hpp"
+#include "compact/core/state.hpp"
+#include "compact/core/tags.hpp"
+
+namespace compact {
+
+/// Largest n (and r) the entry specification supports: rows 0xFFFFFFFE and 0xFFFFFFFF are reserved (SRHT).
+inline constexpr index_t kMaxDim = index_t{0xFFFFFFFD};
+
+/// The fp32 scale 1/sqrt(r), computed as 1.0f / sqrt(float(r)) with both operations correctly rounded.
+COMPACT_HOST_DEVICE inline float rank_scale(index_t r) {
+  const float root = fp32::sqrt(static_cast<float>(r));
+#if defined(__CUDA_ARCH__)
+  return __fdiv_rn(1.0f, root);
+#else
+  return 1.0f / root;
+#endif
+}
+
+/// Four unscaled standard normals from one Philox block: Box-Muller on (x0, x1) -> lanes 0, 1 and (x2, x3) -> 2, 3.
+///
+/// For a pair (a, b): u = ((a >> 8) + 1) 2^-24 in (0, 1], t = (b >> 8) 2^-24 in [0, 1), rho = sqrt(-2 ln u),
+/// lanes rho cos(2 pi t), rho sin(2 pi t); ln, sin, cos are compact::fp32's routines.
+struct Normal4 {
+  float v[4];
+};
+
+COMPACT_HOST_DEVICE inline void box_muller(std::uint32_t a, std::uint32_t b, float* lane0, float* lane1) {
+  const float u = static_cast<float>((a >> 8) + 1u) * 0x1p-24f;  // exact
+  const float t = static_cast<float>(b >> 8) * 0x1p-24f;         // exact
+  const float rho = fp32::sqrt(-2.0f * fp32::log(u));             // -2 ln u is exact scaling
+  const fp32::SinCos sc = fp32::sincos_2pi(t);
+  *lane0 = rho * sc.cos;
+  *lane1 = rho * sc.sin;
+}
+
+COMPACT_HOST_DEVICE inline Normal4 normal4(Words4x32 x) {
+  Normal4 out;
+  box_muller(x.w[0], x.w[1], &out.v[0], &out.v[1]);
+  box_muller(x.w[2], x.w[3], &out.v[2], &out.v[3]);
+  return out;
+}
+
+/// Everything an entry needs besides (i, j): the Philox key, the window and the scale 1/sqrt(r).
+struct EntryParams {
+  Key2x32 key;
+  std::uint64_t window;
+  float scale;
+};
+
+COMPACT_HOST_DEVICE inline EntryParams entry_params(const SketchState& s, index_t r) {
+  return EntryParams{philox_key(s), s.window, rank_scale(r)};
+}
+
+/// Gaussian columns per Philox block.
+inline constexpr index_t kGaussianBlockCols = 4;
+/// Rademacher columns per Philox block (128 bits).
+inline constexpr index_t kRademacherBlockCols = 128;
+
+/// Gaussian P[i][j]: block j/4, row i, lane j%4, times the scale.
+COMPACT_HOST_DEVICE inline float gaussian_entry(const EntryParams& p, index_t i, index_t j) {
+  const Words4x32 x = philox4x32_10(philox_counter(static_cast<std::uint32_t>(j / 4), static_cast<std::uint32_t>(i),
+                                                   p.window),
+                                    p.key);
+  return normal4(x).v[j % 4] * p.scale;
+}
+
+/// Rademacher P[i][j]: block j/128, row i, bit j%32 of word (j%128)/32; set -> -scale, clear -> +scale.
+COMPACT_HOST_DEVICE inline float rademacher_entry(const EntryParams& p, index_t i, index_t j) {
+  const Words4x32 x = philox4x32_10(
+      philox_counter(static_cast<std::uint32_t>(j / 128), static_cast<std::uint32_t>(i), p.window), p.key);
+  const std::uint32_t word = x.w[(j % 128) / 32];
+  return ((word >> (j % 32)) & 1u) ? -p.scale : p.scale;
+}
+
+/// P[i][j] for a dense distribution tag.
+template <class Dist>
+COMPACT_HOST_DEVICE inline float dense_entry(const EntryParams& p, index_t i, index_t j) {
+  static_assert(std::is_same_v<Dist, Gaussian> || std::is_same_v<Dist, Rademacher>,
+                "compact::dense_entry: Dist must be Gaussian or Rademacher (Srht entries come from srht.hpp)");
+  if constexpr (std::is_same_v<Dist, Gaussian>) {
+    return gaussian_entry(p, i, j);
+  } else {
+    return rademacher_entry(p, i, j);
+  }
+}
+
+namespace detail {
+
+/// Writes P[i0:i1, j0:j1] of a dense distribution, row-major with leading dimension ld, converting with Convert.
+/// Reference-order host/device loop: one Philox block per (row, block) and only the needed lanes stored.
+template <class Dist, class Out, class Convert>
+COMPACT_HOST_DEVICE inline void fill_dense_panel_scalar(const EntryParams& p, index_t i0, index_t i1, index_t j0,
+                                                        index_t j1, Out* out, index_t ld, Convert convert) {
+  constexpr index_t kCols = std::is_same_v<Dist, Gaussian> ? kGaussianBlockCols : kRademacherBlockCols;
+  for (index_t i = i0; i < i1; ++i) {
+    Out* row = out + (i - i0) * ld;
+    for (index_t b = j0 / kCols; b * kCols < j1; ++b) {
+      const Words4x32 x = philox4x32_10(
+          philox_counter(static_cast<std::uint32_t>(b), static_cast<std::uint32_t>(i), p.window), p.key);
+      const index_t jb0 = b * kCols > j0 ? b * kCols : j0;
+      const index_t jb1 = (b + 1) * kCols < j1 ? (b + 1) * kCols : j1;
+      if constexpr (std::is_same_v<Dist, Gaussian>) {
+        const Normal4 g = normal4(x);
+        for (index_t j = jb0; j < jb1; ++j) row[j - j0] = convert(g.v[j - b * kCols] * p.scale);
+      } else {
+        for (index_t j = jb0; j < jb1; ++j) {
+          const index_t k = j - b * kCols;
+          const std::uint32_t bit = (x.w[k / 32] >> (k % 32)) & 1u;
+          row[j - j0] = convert(bit ? -p.scale : p.scale);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace detail
+}  // namespace compact

@@ -1,0 +1,84 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+/// MatrixView (pointer + rows + cols + row stride, row-major) and the argument checks shared by every backend.
+
+#include <cstdint>
+#include <type_traits>
+
+#include "compact/config.hpp"
+
+namespace compact {
+
+/// Non-owning row-major matrix: element (i, j) lives at data[i * row_stride + j]. Host or device memory.
+template <class T>
+struct MatrixView {
+  T* data = nullptr;
+  index_t rows = 0;
+  index_t cols = 0;
+  index_t row_stride = 0;
+
+  MatrixView() = default;
+  /// A view of `rows` x `cols` elements with the given row stride (in elements).
+  COMPACT_HOST_DEVICE MatrixView(T* d, index_t r, index_t c, index_t stride)
+      : data(d), rows(r), cols(c), row_stride(stride) {}
+  /// A contiguous view (row_stride = cols).
+  COMPACT_HOST_DEVICE MatrixView(T* d, index_t r, index_t c) : data(d), rows(r), cols(c), row_stride(c) {}
+  /// A view of mutable data converts to a view of const data.
+  template <class U, class = std::enable_if_t<std::is_same_v<const U, T> && !std::is_same_v<U, T>>>
+  COMPACT_HOST_DEVICE MatrixView(const MatrixView<U>& v)  // NOLINT(google-explicit-constructor)
+      : data(v.data), rows(v.rows), cols(v.cols), row_stride(v.row_stride) {}
+
+  COMPACT_HOST_DEVICE T& operator()(index_t i, index_t j) const { return data[i * row_stride + j]; }
+  COMPACT_HOST_DEVICE bool empty() const { return rows == 0 || cols == 0; }
+};
+
+/// Contiguous row-major view helper.
+template <class T>
+MatrixView<T> make_view(T* data, index_t rows, index_t cols) {
+  return MatrixView<T>(data, rows, cols, cols);
+}
+
+namespace detail {
+
+/// Checks that `v` is a well-formed view named `name` in function `fn`: non-negative sizes, row_stride >= cols,
+/// data non-null when it holds elements. `rows`/`cols` < 0 mean "any"; otherwise they must match exactly and
+/// `rows_name`/`cols_name` say which quantity they are (e.g. "n").
+template <class T>
+inline void check_view(const char* fn, const char* name, const MatrixView<T>& v, index_t rows, const char* rows_what,
+                       index_t cols, const char* cols_what) {
+  COMPACT_REQUIRE(v.rows >= 0 && v.cols >= 0, fn << ": argument " << name << " has negative shape " << v.rows << " x "
+                                                 << v.cols);
+  COMPACT_REQUIRE(v.row_stride >= v.cols, fn << ": argument " << name << " has row_stride = " << v.row_stride
+                                             << " < cols = " << v.cols);
+  COMPACT_REQUIRE(v.data != nullptr || v.rows == 0 || v.cols == 0,
+                  fn << ": argument " << name << " is null with shape " << v.rows << " x " << v.cols);
+  COMPACT_REQUIRE(rows < 0 || v.rows == rows, fn << ": argument " << name << " has " << v.rows << " rows, expected "
+                                                 << rows_what << " = " << rows);
+  COMPACT_REQUIRE(cols < 0 || v.cols == cols, fn << ": argument " << name << " has " << v.cols
+                                                 << " columns, expected " << cols_what << " = " << cols);
+}
+
+/// Byte range [first, last) that a view touches (empty views touch nothing).
+template <class T>
+inline void view_extent(const MatrixView<T>& v, std::uintptr_t* first, std::uintptr_t* last) {
+  if (v.empty()) {
+    *first = *last = 0;
+    return;
+  }
+  *first = reinterpret_cast<std::uintptr_t>(v.data);
+  *last = reinterpret_cast<std::uintptr_t>(v.data + (v.rows - 1) * v.row_stride + v.cols);
+}
+
+/// Refuses an output view whose memory overlaps an input view (the result would depend on evaluation order).
+template <class T, class U>
+inline void check_no_overlap(const char* fn, const char* in_name, const MatrixView<T>& in, const char* out_name,
+                             const MatrixView<U>& out) {
+  std::uintptr_t a0, a1, b0, b1;
+  view_extent(in, &a0, &a1);
+  view_extent(out, &b0, &b1);
+  COMPACT_REQUIRE(a0 == a1 || b0 == b1 || a1 <= b0 || b1 <= a0,
+                  fn << ": output " << out_name << " overlaps input " << in_name << " in memory");
+}
+
+}  // namespace detail
+}  // namespace compact
