@@ -14,6 +14,7 @@
 #include "compact/core/view.hpp"
 #include "compact/core/entries.hpp"
 #include "compact/core/projector_fwd.hpp"
+#include "compact/core/memory.hpp"
 
 #if !defined(__CUDACC__)
 // CPU backend (Eigen).
