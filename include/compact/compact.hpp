@@ -13,6 +13,8 @@
 #include "compact/core/tags.hpp"
 #include "compact/core/view.hpp"
 #include "compact/core/entries.hpp"
+#include "compact/core/convert.hpp"
+#include "compact/core/launch_index.hpp"
 #include "compact/core/projector_fwd.hpp"
 #include "compact/core/memory.hpp"
 

@@ -1,0 +1,168 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+/// Index math of the CUDA kernels as host/device functions of (block, thread, sizes), so host tests can drive them.
+///
+/// The CUDA kernels in compact/cuda/ compute every index through these functions and nothing else; the host tests
+/// (tests/core/test_launch_index.cpp) run the same functions over every (block, thread) of a launch and check that
+/// each entry is written exactly once with the value the entry specification gives.
+
+#include <cstdint>
+#include <type_traits>
+
+#include "compact/config.hpp"
+#include "compact/core/tags.hpp"
+
+namespace compact {
+namespace detail {
+
+// ---------------------------------------------------------------------------------------------------------------
+// Grid-stride loops: thread (block, thread) of a grid of grid_dim blocks of block_dim threads handles tasks
+// first, first + step, first + 2 step, ... below the task count.
+
+/// First task of thread `thread` in block `block` (blockIdx.x, threadIdx.x) of a 1-D launch.
+COMPACT_HOST_DEVICE inline index_t grid_stride_first(index_t block, index_t thread, index_t block_dim) {
+  return block * block_dim + thread;
+}
+
+/// Distance between consecutive tasks of one thread: every thread of the grid.
+COMPACT_HOST_DEVICE inline index_t grid_stride_step(index_t grid_dim, index_t block_dim) {
+  return grid_dim * block_dim;
+}
+
+/// A 1-D launch configuration.
+struct Launch1d {
+  index_t blocks;
+  index_t threads;
+};
+
+/// Blocks of `threads` threads covering `tasks` tasks, capped at `max_blocks` (the grid-stride loop does the rest).
+inline Launch1d grid_stride_launch(index_t tasks, index_t threads = 256, index_t max_blocks = index_t{1} << 16) {
+  index_t blocks = (tasks + threads - 1) / threads;
+  if (blocks > max_blocks) blocks = max_blocks;
+  if (blocks < 1) blocks = 1;
+  return Launch1d{blocks, threads};
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Dense panel kernel: P[i0:i1, j0:j1] is cut into tasks of one row by one "chunk" of columns, chunks aligned to
+// multiples of the chunk width in global column index, so a task is exactly the lanes of one Philox block
+// (Gaussian, 4 columns) or one 32-bit word of one (Rademacher, 32 columns). Consecutive tasks walk along a row, so
+// consecutive threads write consecutive addresses.
+
+/// Columns one task of the dense panel kernel writes (a divisor of the distribution's block width).
+template <class Dist>
+inline constexpr index_t kPanelChunkCols = std::is_same_v<Dist, Rademacher> ? 32 : 4;
+
+/// A rectangle of P: rows [i0, i1), columns [j0, j1).
+struct PanelRect {
+  index_t i0, i1, j0, j1;
+};
+
+/// One task: row i, columns [j0, j1) (inside one chunk).
+struct PanelTask {
+  index_t i, j0, j1;
+};
+
+/// Chunks that intersect [j0, j1).
+COMPACT_HOST_DEVICE inline index_t panel_chunks_per_row(const PanelRect& p, index_t chunk) {
+  return p.j1 > p.j0 ? (p.j1 - 1) / chunk - p.j0 / chunk + 1 : 0;
+}
+
+/// Tasks of a panel: rows times chunks per row.
+COMPACT_HOST_DEVICE inline index_t panel_task_count(const PanelRect& p, index_t chunk) {
+  return p.i1 > p.i0 ? (p.i1 - p.i0) * panel_chunks_per_row(p, chunk) : 0;
+}
+
+/// Task number `task` (0 <= task < panel_task_count) of a panel: row-major over (row, chunk).
+COMPACT_HOST_DEVICE inline PanelTask panel_task(const PanelRect& p, index_t chunk, index_t task) {
+  const index_t per_row = panel_chunks_per_row(p, chunk);
+  const index_t c = p.j0 / chunk + task % per_row;
+  const index_t lo = c * chunk, hi = lo + chunk;
+  return PanelTask{p.i0 + task / per_row, lo > p.j0 ? lo : p.j0, hi < p.j1 ? hi : p.j1};
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// FWHT kernel: one thread block transforms one row of length L = 2^log2_len held in T = 2^log2_threads threads
+// times E = 2^log2_elems registers. Register q of thread t holds element (q << log2_threads) | t, so the threads of
+// a warp touch consecutive addresses (coalesced global access, conflict-free shared memory). Levels (bits of the
+// element index) are done in three stages, all with fp32 butterflies (a + b, a - b):
+//   registers:    bits [log2_threads, log2_len)        (the register index q)
+//   warp shuffle: bits [0, min(5, log2_threads))        (the lane)
+//   shared:       bits [5, log2_threads)                (the warp), one __syncthreads per level
+// The Hadamard transform is the product of the per-bit butterflies, which commute, so the order is free.
+
+/// Longest FWHT the kernel supports: the row lives in shared memory as fp32 (2^15 floats = 128 KiB).
+inline constexpr int kFwhtMaxLog2 = 15;
+/// Register count of the FWHT kernel's widest instantiation (2^15 = 1024 threads x 32 registers).
+inline constexpr int kFwhtMaxElems = 32;
+
+/// Shape of one FWHT row launch.
+struct FwhtShape {
+  int log2_len;
+  int log2_elems;
+  int log2_threads;
+};
+
+/// Launch shape for length 2^log2_len: 16 registers per thread up to 2^14 (at most 1024 threads), 32 for 2^15;
+/// one thread with all elements for lengths up to 16.
+COMPACT_HOST_DEVICE inline FwhtShape fwht_shape(int log2_len) {
+  const int log2_elems = log2_len <= 4 ? log2_len : (log2_len <= 14 ? 4 : log2_len - 10);
+  return FwhtShape{log2_len, log2_elems, log2_len - log2_elems};
+}
+
+/// Smallest power of two >= n (n >= 1), as its exponent.
+COMPACT_HOST_DEVICE inline int ceil_log2(index_t n) {
+  int k = 0;
+  while ((index_t{1} << k) < n) ++k;
+  return k;
+}
+
+/// Element held in register q of thread t.
+COMPACT_HOST_DEVICE inline index_t fwht_element(const FwhtShape& s, index_t thread, int q) {
+  return (static_cast<index_t>(q) << s.log2_threads) | thread;
+}
+
+/// Levels done with warp shuffles: lane bits [0, fwht_warp_levels).
+COMPACT_HOST_DEVICE inline int fwht_warp_levels(const FwhtShape& s) { return s.log2_threads < 5 ? s.log2_threads : 5; }
+
+/// One butterfly as seen by one side: the lower element becomes own + partner, the upper partner - own.
+COMPACT_HOST_DEVICE inline float fwht_butterfly(float own, float partner, bool upper) {
+  return upper ? partner - own : own + partner;
+}
+
+/// The register stage: butterflies over the bits of the register index, in place on v[0, 2^log2_elems).
+/// kMaxElems is the array size (compile time, so the indices are constants after unrolling).
+template <int kMaxElems>
+COMPACT_HOST_DEVICE inline void fwht_register_levels(float (&v)[kMaxElems], int log2_elems) {
+  for (int level = 0; (1 << level) < kMaxElems; ++level) {
+    if (level >= log2_elems) break;
+    const int h = 1 << level;
+    for (int q = 0; q < kMaxElems; ++q) {
+      if ((q & h) == 0) {
+        const float a = v[q], b = v[q + h];
+        v[q] = a + b;
+        v[q + h] = a - b;
+      }
+    }
+  }
+}
+
+/// A butterfly pair of element indices (lo, hi = lo + 2^level).
+struct IndexPair {
+  index_t lo, hi;
+};
+
+/// Pair number p (0 <= p < L/2) of level `level`: insert a zero bit at position `level` of p.
+COMPACT_HOST_DEVICE inline IndexPair fwht_pair(index_t p, int level) {
+  const index_t low = p & ((index_t{1} << level) - 1);
+  const index_t lo = ((p >> level) << (level + 1)) | low;
+  return IndexPair{lo, lo | (index_t{1} << level)};
+}
+
+/// Pairs per thread in a shared-memory level: L/2 pairs over T threads; thread t takes pairs t + k T.
+COMPACT_HOST_DEVICE inline index_t fwht_shared_pairs_per_thread(const FwhtShape& s) {
+  return s.log2_len == 0 ? 0 : (index_t{1} << (s.log2_len - 1)) >> s.log2_threads;
+}
+
+}  // namespace detail
+}  // namespace compact

@@ -1,0 +1,247 @@
+// SPDX-License-Identifier: MIT
+/// Host tests of core/launch_index.hpp: a host loop over every (block, thread) of the CUDA kernels' launches.
+
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "compact/core/convert.hpp"
+#include "compact/core/entries.hpp"
+#include "compact/core/launch_index.hpp"
+
+namespace {
+
+using compact::index_t;
+namespace detail = compact::detail;
+
+/// An output cell that counts how often it is assigned, so a host loop can prove "written exactly once".
+struct CountingCell {
+  std::uint32_t bits = 0;
+  int writes = 0;
+  CountingCell& operator=(std::uint32_t b) {
+    bits = b;
+    ++writes;
+    return *this;
+  }
+};
+
+/// Runs the dense panel kernel's loop on the host: every (block, thread) of the launch walks its grid-stride
+/// tasks and calls fill_dense_panel_scalar exactly as cuda/kernels.cuh does. The panel sits in a buffer with
+/// leading dimension ld > width and a guard row, so stray writes are visible. Convert gives the stored bits.
+template <class Dist, class Convert>
+void check_panel_launch(const compact::EntryParams& params, detail::PanelRect rect, index_t threads, index_t max_blocks,
+                        Convert convert) {
+  const index_t chunk = detail::kPanelChunkCols<Dist>;
+  const index_t h = rect.i1 - rect.i0, w = rect.j1 - rect.j0, ld = w + 3;
+  std::vector<CountingCell> out(static_cast<std::size_t>((h + 1) * ld));
+  const index_t tasks = detail::panel_task_count(rect, chunk);
+  const detail::Launch1d launch = detail::grid_stride_launch(tasks, threads, max_blocks);
+  for (index_t block = 0; block < launch.blocks; ++block) {
+    for (index_t thread = 0; thread < launch.threads; ++thread) {
+      for (index_t t = detail::grid_stride_first(block, thread, launch.threads); t < tasks;
+           t += detail::grid_stride_step(launch.blocks, launch.threads)) {
+        const detail::PanelTask task = detail::panel_task(rect, chunk, t);
+        REQUIRE(task.j0 < task.j1);
+        REQUIRE(task.j0 / chunk == (task.j1 - 1) / chunk);  // a task never straddles a chunk
+        detail::fill_dense_panel_scalar<Dist>(params, task.i, task.i + 1, task.j0, task.j1,
+                                              out.data() + (task.i - rect.i0) * ld + (task.j0 - rect.j0), ld, convert);
+      }
+    }
+  }
+  index_t wrong_count = 0, wrong_value = 0;
+  for (index_t i = 0; i <= h; ++i) {
+    for (index_t j = 0; j < ld; ++j) {
+      const CountingCell& c = out[static_cast<std::size_t>(i * ld + j)];
+      const bool inside = i < h && j < w;
+      if (c.writes != (inside ? 1 : 0)) ++wrong_count;
+      if (inside && c.bits != convert(compact::dense_entry<Dist>(params, rect.i0 + i, rect.j0 + j))) ++wrong_value;
+    }
+  }
+  CHECK_MESSAGE(wrong_count == 0, "rect [" << rect.i0 << ", " << rect.i1 << ") x [" << rect.j0 << ", " << rect.j1
+                                           << "), threads " << threads << ", max_blocks " << max_blocks);
+  CHECK(wrong_value == 0);
+}
+
+struct Fp32Bits {
+  std::uint32_t operator()(float v) const { return compact::fp32::bits_of(v); }
+};
+struct Bf16Bits {
+  std::uint32_t operator()(float v) const { return compact::bf16_bits_from_fp32(v); }
+};
+struct Fp16Bits {
+  std::uint32_t operator()(float v) const { return compact::fp16_bits_from_fp32(v); }
+};
+
+const detail::PanelRect kRects[] = {
+    {0, 1, 0, 1},      {0, 7, 0, 5},   {3, 9, 1, 130}, {0, 33, 128, 256}, {5, 6, 127, 129},
+    {10, 17, 29, 301}, {0, 64, 0, 64}, {2, 4, 4, 8},   {0, 3, 250, 517},  {1, 40, 33, 34},
+};
+
+/// Naive Walsh-Hadamard transform in double: y_i = sum_k (-1)^popcount(i & k) x_k (Sylvester ordering).
+std::vector<double> naive_fwht(const std::vector<float>& x) {
+  const std::size_t n = x.size();
+  std::vector<double> y(n, 0.0);
+  for (std::size_t k = 0; k < n; ++k) {
+    if (x[k] == 0.0f) continue;
+    for (std::size_t i = 0; i < n; ++i) y[i] += (__builtin_popcountll(i & k) & 1) ? -double(x[k]) : double(x[k]);
+  }
+  return y;
+}
+
+/// Runs the FWHT kernel's three stages on the host for one row, through the launch_index functions only:
+/// registers (fwht_register_levels), warp shuffles (partner lane t ^ 2^b, butterfly side from the lane bit),
+/// shared memory (fwht_pair over pairs t + k T). Checks that the register -> shared map and every shared level
+/// touch each element exactly once.
+template <int kElems>
+std::vector<float> simulate_fwht(const std::vector<float>& x) {
+  const detail::FwhtShape s = detail::fwht_shape(detail::ceil_log2(static_cast<index_t>(x.size())));
+  const index_t threads = index_t{1} << s.log2_threads;
+  const int elems = 1 << s.log2_elems;
+  REQUIRE(elems <= kElems);
+  REQUIRE((index_t{elems} << s.log2_threads) == static_cast<index_t>(x.size()));
+  std::vector<std::vector<float>> reg(static_cast<std::size_t>(threads), std::vector<float>(kElems, 0.0f));
+  for (index_t t = 0; t < threads; ++t) {
+    float v[kElems] = {};
+    for (int q = 0; q < elems; ++q) v[q] = x[static_cast<std::size_t>(detail::fwht_element(s, t, q))];
+    detail::fwht_register_levels(v, s.log2_elems);
+    for (int q = 0; q < kElems; ++q) reg[static_cast<std::size_t>(t)][static_cast<std::size_t>(q)] = v[q];
+  }
+  for (int b = 0; b < detail::fwht_warp_levels(s); ++b) {
+    const auto before = reg;
+    for (index_t t = 0; t < threads; ++t) {
+      const index_t partner = t ^ (index_t{1} << b);
+      REQUIRE(partner / 32 == t / 32);  // a shuffle never leaves the warp
+      for (int q = 0; q < elems; ++q) {
+        reg[std::size_t(t)][std::size_t(q)] = detail::fwht_butterfly(
+            before[std::size_t(t)][std::size_t(q)], before[std::size_t(partner)][std::size_t(q)], (t >> b) & 1);
+      }
+    }
+  }
+  std::vector<float> sm(x.size(), 0.0f);
+  std::vector<int> touched(x.size(), 0);
+  for (index_t t = 0; t < threads; ++t) {
+    for (int q = 0; q < elems; ++q) {
+      const index_t e = detail::fwht_element(s, t, q);
+      sm[std::size_t(e)] = reg[std::size_t(t)][std::size_t(q)];
+      ++touched[std::size_t(e)];
+    }
+  }
+  for (int c : touched) REQUIRE(c == 1);
+  for (int level = 5; level < s.log2_threads; ++level) {
+    std::vector<int> hits(x.size(), 0);
+    for (index_t t = 0; t < threads; ++t) {
+      for (index_t k = 0; k < detail::fwht_shared_pairs_per_thread(s); ++k) {
+        const detail::IndexPair pr = detail::fwht_pair(t + k * threads, level);
+        const float a = sm[std::size_t(pr.lo)], b = sm[std::size_t(pr.hi)];
+        sm[std::size_t(pr.lo)] = a + b;
+        sm[std::size_t(pr.hi)] = a - b;
+        ++hits[std::size_t(pr.lo)];
+        ++hits[std::size_t(pr.hi)];
+      }
+    }
+    for (int c : hits) REQUIRE(c == 1);
+  }
+  return sm;
+}
+
+}  // namespace
+
+TEST_CASE("every Gaussian panel entry is written exactly once, with the spec value, for every launch shape") {
+  const compact::EntryParams params = compact::entry_params(compact::SketchState{7, 3, 11}, 64);
+  for (const auto& rect : kRects) {
+    check_panel_launch<compact::Gaussian>(params, rect, 256, 1 << 16, Fp32Bits{});
+    check_panel_launch<compact::Gaussian>(params, rect, 32, 2, Fp32Bits{});  // grid-stride loop does several rounds
+    check_panel_launch<compact::Gaussian>(params, rect, 64, 3, Bf16Bits{});
+    check_panel_launch<compact::Gaussian>(params, rect, 96, 1, Fp16Bits{});
+  }
+}
+
+TEST_CASE("every Rademacher panel entry is written exactly once, with the spec value, for every launch shape") {
+  const compact::EntryParams params = compact::entry_params(compact::SketchState{7, 3, 11}, 100);
+  for (const auto& rect : kRects) {
+    check_panel_launch<compact::Rademacher>(params, rect, 256, 1 << 16, Fp32Bits{});
+    check_panel_launch<compact::Rademacher>(params, rect, 32, 2, Fp32Bits{});
+    check_panel_launch<compact::Rademacher>(params, rect, 64, 3, Bf16Bits{});
+    check_panel_launch<compact::Rademacher>(params, rect, 96, 1, Fp16Bits{});
+  }
+}
+
+TEST_CASE("panel tasks address rows and windows above 2^32 without truncation") {
+  // Window above 2^32 exercises the counter's high word; the row index stays below kMaxDim as the spec requires.
+  const compact::EntryParams params =
+      compact::entry_params(compact::SketchState{1, 2, (std::uint64_t{1} << 33) + 5}, 8);
+  check_panel_launch<compact::Gaussian>(params, {4000000000, 4000000003, 0, 9}, 32, 1, Fp32Bits{});
+  check_panel_launch<compact::Rademacher>(params, {4000000000, 4000000003, 60, 200}, 32, 1, Fp32Bits{});
+  const detail::PanelRect big{0, index_t{1} << 20, 0, index_t{1} << 14};  // 2^34 entries: 64-bit task numbers
+  const index_t tasks = detail::panel_task_count(big, 4);
+  CHECK(tasks == (index_t{1} << 32));
+  const detail::PanelTask last = detail::panel_task(big, 4, tasks - 1);
+  CHECK(last.i == (index_t{1} << 20) - 1);
+  CHECK(last.j0 == (index_t{1} << 14) - 4);
+  CHECK(last.j1 == (index_t{1} << 14));
+}
+
+TEST_CASE("the FWHT kernel's register, warp and shared stages compute the Hadamard transform for lengths 1 to 2^12") {
+  std::uint64_t seed = 99;
+  for (int log2_len = 0; log2_len <= 12; ++log2_len) {
+    const std::size_t len = std::size_t{1} << log2_len;
+    std::vector<float> x(len);
+    for (float& v : x) {
+      seed = compact::splitmix64(seed);
+      v = float(int(seed % 17) - 8);  // small integers: every partial sum is exact in fp32
+    }
+    const std::vector<float> got = simulate_fwht<16>(x);
+    const std::vector<double> want = naive_fwht(x);
+    index_t wrong = 0;
+    for (std::size_t i = 0; i < len; ++i) wrong += double(got[i]) != want[i];
+    CHECK_MESSAGE(wrong == 0, "length 2^" << log2_len);
+  }
+}
+
+TEST_CASE("the FWHT kernel's stages compute the Hadamard transform for lengths 2^13 to 2^15 (sparse inputs)") {
+  for (int log2_len = 13; log2_len <= compact::detail::kFwhtMaxLog2; ++log2_len) {
+    const std::size_t len = std::size_t{1} << log2_len;
+    std::vector<float> x(len, 0.0f);
+    x[0] = 3.0f;
+    x[len / 3] = -2.0f;
+    x[len - 1] = 5.0f;
+    x[12345 % len] = 1.0f;
+    const std::vector<float> got = simulate_fwht<compact::detail::kFwhtMaxElems>(x);
+    const std::vector<double> want = naive_fwht(x);
+    index_t wrong = 0;
+    for (std::size_t i = 0; i < len; ++i) wrong += double(got[i]) != want[i];
+    CHECK_MESSAGE(wrong == 0, "length 2^" << log2_len);
+  }
+}
+
+TEST_CASE("FWHT launch shapes use at most 1024 threads and 32 registers, and whole warps from length 512 on") {
+  for (int log2_len = 0; log2_len <= compact::detail::kFwhtMaxLog2; ++log2_len) {
+    const detail::FwhtShape s = detail::fwht_shape(log2_len);
+    CHECK(s.log2_elems + s.log2_threads == log2_len);
+    CHECK(s.log2_threads <= 10);
+    CHECK((1 << s.log2_elems) <= compact::detail::kFwhtMaxElems);
+    if (log2_len >= 9) CHECK(s.log2_threads >= 5);
+  }
+  CHECK(detail::ceil_log2(1) == 0);
+  CHECK(detail::ceil_log2(3000) == 12);
+  CHECK(detail::ceil_log2(4096) == 12);
+  CHECK(detail::ceil_log2(4097) == 13);
+}
+
+TEST_CASE("fwht_pair lists each element once per level") {
+  for (int log2_len = 1; log2_len <= 10; ++log2_len) {
+    const index_t len = index_t{1} << log2_len;
+    for (int level = 0; level < log2_len; ++level) {
+      std::vector<int> hits(static_cast<std::size_t>(len), 0);
+      for (index_t p = 0; p < len / 2; ++p) {
+        const detail::IndexPair pr = detail::fwht_pair(p, level);
+        REQUIRE(pr.hi - pr.lo == (index_t{1} << level));
+        REQUIRE(pr.hi < len);
+        ++hits[std::size_t(pr.lo)];
+        ++hits[std::size_t(pr.hi)];
+      }
+      for (int c : hits) REQUIRE(c == 1);
+    }
+  }
+}
