@@ -23,4 +23,5 @@
 #include "compact/cpu/eigen.hpp"
 #include "compact/cpu/dense_projector.hpp"
 #include "compact/cpu/compressed_grad.hpp"
+#include "compact/cpu/optimizer.hpp"
 #endif
