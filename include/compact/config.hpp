@@ -10,7 +10,8 @@
 // The entry specification is bit-exact; -ffast-math lets the compiler reassociate, drop signed zeros and
 // replace the library's own fp32 routines, so the same seed would no longer give the same matrix.
 #if defined(__FAST_MATH__) || defined(__USE_FAST_MATH__)
-#error "compact: compiled with -ffast-math (or nvcc --use_fast_math); the bit-exact entry specification forbids it. Remove the flag for translation units that include compact."
+#error \
+    "compact: compiled with -ffast-math (or nvcc --use_fast_math); the bit-exact entry specification forbids it. Remove the flag for translation units that include compact."
 #endif
 
 #define COMPACT_VERSION_MAJOR 0
@@ -41,11 +42,11 @@ namespace detail {
 }  // namespace compact
 
 /// Throws compact::error with `message` (a stream expression, e.g. `"r=" << r`) when `cond` is false.
-#define COMPACT_REQUIRE(cond, message)                                        \
-  do {                                                                        \
-    if (!(cond)) {                                                            \
-      std::ostringstream compact_require_stream_;                             \
-      compact_require_stream_ << "compact: " << message;                      \
-      ::compact::detail::throw_error(compact_require_stream_.str());          \
-    }                                                                         \
+#define COMPACT_REQUIRE(cond, message)                               \
+  do {                                                               \
+    if (!(cond)) {                                                   \
+      std::ostringstream compact_require_stream_;                    \
+      compact_require_stream_ << "compact: " << message;             \
+      ::compact::detail::throw_error(compact_require_stream_.str()); \
+    }                                                                \
   } while (false)

@@ -36,7 +36,7 @@ struct Normal4 {
 COMPACT_HOST_DEVICE inline void box_muller(std::uint32_t a, std::uint32_t b, float* lane0, float* lane1) {
   const float u = static_cast<float>((a >> 8) + 1u) * 0x1p-24f;  // exact
   const float t = static_cast<float>(b >> 8) * 0x1p-24f;         // exact
-  const float rho = fp32::sqrt(-2.0f * fp32::log(u));             // -2 ln u is exact scaling
+  const float rho = fp32::sqrt(-2.0f * fp32::log(u));            // -2 ln u is exact scaling
   const fp32::SinCos sc = fp32::sincos_2pi(t);
   *lane0 = rho * sc.cos;
   *lane1 = rho * sc.sin;
@@ -67,9 +67,8 @@ inline constexpr index_t kRademacherBlockCols = 128;
 
 /// Gaussian P[i][j]: block j/4, row i, lane j%4, times the scale.
 COMPACT_HOST_DEVICE inline float gaussian_entry(const EntryParams& p, index_t i, index_t j) {
-  const Words4x32 x = philox4x32_10(philox_counter(static_cast<std::uint32_t>(j / 4), static_cast<std::uint32_t>(i),
-                                                   p.window),
-                                    p.key);
+  const Words4x32 x =
+      philox4x32_10(philox_counter(static_cast<std::uint32_t>(j / 4), static_cast<std::uint32_t>(i), p.window), p.key);
   return normal4(x).v[j % 4] * p.scale;
 }
 
@@ -104,8 +103,8 @@ COMPACT_HOST_DEVICE inline void fill_dense_panel_scalar(const EntryParams& p, in
   for (index_t i = i0; i < i1; ++i) {
     Out* row = out + (i - i0) * ld;
     for (index_t b = j0 / kCols; b * kCols < j1; ++b) {
-      const Words4x32 x = philox4x32_10(
-          philox_counter(static_cast<std::uint32_t>(b), static_cast<std::uint32_t>(i), p.window), p.key);
+      const Words4x32 x =
+          philox4x32_10(philox_counter(static_cast<std::uint32_t>(b), static_cast<std::uint32_t>(i), p.window), p.key);
       const index_t jb0 = b * kCols > j0 ? b * kCols : j0;
       const index_t jb1 = (b + 1) * kCols < j1 ? (b + 1) * kCols : j1;
       if constexpr (std::is_same_v<Dist, Gaussian>) {

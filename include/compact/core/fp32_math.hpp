@@ -63,7 +63,7 @@ COMPACT_HOST_DEVICE inline float log(float x) {
   const std::uint32_t u = bits_of(x);
   int e = static_cast<int>(u >> 23) - 127;
   std::uint32_t mant = (u & 0x007FFFFFu) | 0x3F800000u;  // m in [1, 2)
-  if (mant > 0x3FB504F3u) {                               // m > sqrt(2): use m/2 in [sqrt(1/2), 1)
+  if (mant > 0x3FB504F3u) {                              // m > sqrt(2): use m/2 in [sqrt(1/2), 1)
     mant -= 0x00800000u;
     e += 1;
   }
@@ -76,9 +76,9 @@ COMPACT_HOST_DEVICE inline float log(float x) {
   q = fma(q, f, 2.000122666e-01f);
   q = fma(q, f, -2.500082254e-01f);
   q = fma(q, f, 3.333333135e-01f);
-  const float t = fma(q, f, -0.5f);   // -1/2 + f q(f)
+  const float t = fma(q, f, -0.5f);  // -1/2 + f q(f)
   const float f2 = f * f;
-  const float p = fma(f2, t, f);      // ln(1+f)
+  const float p = fma(f2, t, f);  // ln(1+f)
   // ln2 = kLn2Hi + kLn2Lo, kLn2Hi has 16 trailing zero bits so e*kLn2Hi is exact for |e| < 2^8.
   const float fe = static_cast<float>(e);
   const float lo = fma(fe, 1.428606765330187045e-06f, p);
@@ -97,9 +97,9 @@ struct SinCos {
 /// fp32 rounding of 2*pi*t ever enters; then sin(pi/2 r) = r S(r^2), cos(pi/2 r) = 1 + r^2 C(r^2) (degree-4
 /// near-minimax polynomials, relative error below 5e-12) and a quadrant rotation by k.
 COMPACT_HOST_DEVICE inline SinCos sincos_2pi(float t) {
-  const float y = t * 4.0f;                             // exact
-  const int k = static_cast<int>(y + 0.5f);             // nearest quarter turn, y >= 0
-  const float r = y - static_cast<float>(k);            // exact
+  const float y = t * 4.0f;                   // exact
+  const int k = static_cast<int>(y + 0.5f);   // nearest quarter turn, y >= 0
+  const float r = y - static_cast<float>(k);  // exact
   const float s = r * r;
   float ps = 1.581950783e-04f;
   ps = fma(ps, s, -4.681260791e-03f);
@@ -114,10 +114,14 @@ COMPACT_HOST_DEVICE inline SinCos sincos_2pi(float t) {
   pc = fma(pc, s, -1.233700514e+00f);
   const float cos_r = fma(pc, s, 1.0f);
   switch (k & 3) {
-    case 0: return SinCos{sin_r, cos_r};
-    case 1: return SinCos{cos_r, -sin_r};
-    case 2: return SinCos{-sin_r, -cos_r};
-    default: return SinCos{-cos_r, sin_r};
+    case 0:
+      return SinCos{sin_r, cos_r};
+    case 1:
+      return SinCos{cos_r, -sin_r};
+    case 2:
+      return SinCos{-sin_r, -cos_r};
+    default:
+      return SinCos{-cos_r, sin_r};
   }
 }
 

@@ -78,14 +78,14 @@ inline SketchState SketchState::deserialize(const std::uint8_t* bytes, std::size
   COMPACT_REQUIRE(size == kRecordBytes,
                   "SketchState::deserialize: argument size = " << size << ", a record is " << kRecordBytes << " bytes");
   for (int b = 0; b < 4; ++b) {
-    COMPACT_REQUIRE(bytes[b] == kMagic[b], "SketchState::deserialize: bad magic byte " << b << " = 0x" << std::hex
-                                                                                       << int(bytes[b]) << ", expected 0x"
-                                                                                       << int(kMagic[b]) << " ('CPCT')");
+    COMPACT_REQUIRE(bytes[b] == kMagic[b], "SketchState::deserialize: bad magic byte "
+                                               << b << " = 0x" << std::hex << int(bytes[b]) << ", expected 0x"
+                                               << int(kMagic[b]) << " ('CPCT')");
   }
   const std::uint32_t version = detail::get_u32(bytes + 4);
-  COMPACT_REQUIRE(version == kFormatVersion, "SketchState::deserialize: format version " << version
-                                                 << " is not supported (this build reads version " << kFormatVersion
-                                                 << ")");
+  COMPACT_REQUIRE(version == kFormatVersion, "SketchState::deserialize: format version "
+                                                 << version << " is not supported (this build reads version "
+                                                 << kFormatVersion << ")");
   SketchState s;
   s.seed = detail::get_u64(bytes + 8);
   s.stream = detail::get_u64(bytes + 16);

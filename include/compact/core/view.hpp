@@ -46,16 +46,16 @@ namespace detail {
 template <class T>
 inline void check_view(const char* fn, const char* name, const MatrixView<T>& v, index_t rows, const char* rows_what,
                        index_t cols, const char* cols_what) {
-  COMPACT_REQUIRE(v.rows >= 0 && v.cols >= 0, fn << ": argument " << name << " has negative shape " << v.rows << " x "
-                                                 << v.cols);
-  COMPACT_REQUIRE(v.row_stride >= v.cols, fn << ": argument " << name << " has row_stride = " << v.row_stride
-                                             << " < cols = " << v.cols);
+  COMPACT_REQUIRE(v.rows >= 0 && v.cols >= 0,
+                  fn << ": argument " << name << " has negative shape " << v.rows << " x " << v.cols);
+  COMPACT_REQUIRE(v.row_stride >= v.cols,
+                  fn << ": argument " << name << " has row_stride = " << v.row_stride << " < cols = " << v.cols);
   COMPACT_REQUIRE(v.data != nullptr || v.rows == 0 || v.cols == 0,
                   fn << ": argument " << name << " is null with shape " << v.rows << " x " << v.cols);
-  COMPACT_REQUIRE(rows < 0 || v.rows == rows, fn << ": argument " << name << " has " << v.rows << " rows, expected "
-                                                 << rows_what << " = " << rows);
-  COMPACT_REQUIRE(cols < 0 || v.cols == cols, fn << ": argument " << name << " has " << v.cols
-                                                 << " columns, expected " << cols_what << " = " << cols);
+  COMPACT_REQUIRE(rows < 0 || v.rows == rows,
+                  fn << ": argument " << name << " has " << v.rows << " rows, expected " << rows_what << " = " << rows);
+  COMPACT_REQUIRE(cols < 0 || v.cols == cols, fn << ": argument " << name << " has " << v.cols << " columns, expected "
+                                                 << cols_what << " = " << cols);
 }
 
 /// Byte range [first, last) that a view touches (empty views touch nothing).

@@ -51,8 +51,8 @@ void compressed_grad(Cpu, MatrixView<const Scalar> dy, MatrixView<const Scalar> 
 template <class Scalar>
 void compressed_grad(const Eigen::Ref<const RowMatrix<Scalar>>& dy, const Eigen::Ref<const RowMatrix<Scalar>>& z,
                      Eigen::Ref<RowMatrix<Scalar>> g, Scalar beta = Scalar(0)) {
-  compressed_grad<Scalar>(Cpu{}, detail::as_view<Scalar>(dy), detail::as_view<Scalar>(z), detail::as_mutable_view<Scalar>(g),
-                          beta);
+  compressed_grad<Scalar>(Cpu{}, detail::as_view<Scalar>(dy), detail::as_view<Scalar>(z),
+                          detail::as_mutable_view<Scalar>(g), beta);
 }
 
 /// Eigen convenience returning dy^T z by value.
