@@ -222,49 +222,101 @@ inline int next_pairs(PairCursor* c, index_t row_end, std::uint32_t block[8], st
   return count;
 }
 
+/// The scaled Gaussian entries of eight blocks (slots), transposed: group s (the 4 entries of slot s, in lane
+/// order) is the low half of u[s] for s < 4 and the high half of u[s - 4] otherwise.
+COMPACT_DETAIL_TARGET_AVX2 inline void gaussian8(__m256i block, __m256i row, std::uint64_t window,
+                                                 const PhiloxRoundKeys& rk, __m256 scale, __m256 u[4]) {
+  __m256i x[4];
+  philox8(block, row, window, rk, x);
+  __m256 l0, l1, l2, l3;
+  box_muller8(x[0], x[1], &l0, &l1);
+  box_muller8(x[2], x[3], &l2, &l3);
+  l0 = _mm256_mul_ps(l0, scale);
+  l1 = _mm256_mul_ps(l1, scale);
+  l2 = _mm256_mul_ps(l2, scale);
+  l3 = _mm256_mul_ps(l3, scale);
+  const __m256 t0 = _mm256_unpacklo_ps(l0, l1), t1 = _mm256_unpackhi_ps(l0, l1);
+  const __m256 t2 = _mm256_unpacklo_ps(l2, l3), t3 = _mm256_unpackhi_ps(l2, l3);
+  u[0] = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(1, 0, 1, 0));
+  u[1] = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(3, 2, 3, 2));
+  u[2] = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(1, 0, 1, 0));
+  u[3] = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(3, 2, 3, 2));
+}
+
+/// Up to eight arbitrary (row, block) pairs of a Gaussian panel, each clipped to the panel's columns.
+struct GaussianPending {
+  int count = 0;
+  alignas(32) std::uint32_t block[8];
+  alignas(32) std::uint32_t row[8];
+};
+
+template <class Scalar>
+COMPACT_DETAIL_TARGET_AVX2 inline void flush_gaussian(GaussianPending* q, std::uint64_t window,
+                                                      const PhiloxRoundKeys& rk, __m256 scale, index_t i0, index_t j0,
+                                                      index_t width, Scalar* out, index_t ld) {
+  for (int s = q->count; s < 8; ++s) {  // pad with a repeat of slot 0: computed, never stored
+    q->block[s] = q->block[0];
+    q->row[s] = q->row[0];
+  }
+  __m256 u[4];
+  gaussian8(_mm256_load_si256(reinterpret_cast<const __m256i*>(q->block)),
+            _mm256_load_si256(reinterpret_cast<const __m256i*>(q->row)), window, rk, scale, u);
+  for (int s = 0; s < q->count; ++s) {
+    const __m128 g = s < 4 ? _mm256_castps256_ps128(u[s]) : _mm256_extractf128_ps(u[s - 4], 1);
+    Scalar* dst = out + (index_t{q->row[s]} - i0) * ld;
+    const index_t col = index_t{q->block[s]} * kGaussianBlockCols - j0;
+    if (col >= 0 && col + kGaussianBlockCols <= width) {
+      store4(dst + col, g);
+    } else {
+      alignas(16) float lanes[4];
+      _mm_store_ps(lanes, g);
+      for (index_t l = 0; l < kGaussianBlockCols; ++l) {
+        if (col + l >= 0 && col + l < width) dst[col + l] = static_cast<Scalar>(lanes[l]);
+      }
+    }
+  }
+  q->count = 0;
+}
+
 /// AVX2 Gaussian panel: P[i0:i1, j0:j1] into out (leading dimension ld); bit-identical to the reference loop.
+///
+/// Runs of eight whole blocks inside one row are generated and stored as 32 contiguous entries; the rest (partial
+/// blocks at the panel's edges, short leftovers, narrow panels) is batched across rows eight blocks at a time.
 template <class Scalar>
 COMPACT_DETAIL_TARGET_AVX2 inline void fill_gaussian_panel_avx2(const EntryParams& p, index_t i0, index_t i1,
                                                                 index_t j0, index_t j1, Scalar* out, index_t ld) {
   const PhiloxRoundKeys rk = philox_round_keys(p.key);
   const __m256 scale = _mm256_set1_ps(p.scale);
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   const index_t width = j1 - j0;
-  PairCursor cursor{i0, j0 / kGaussianBlockCols, j0 / kGaussianBlockCols, (j1 - 1) / kGaussianBlockCols};
-  alignas(32) std::uint32_t block[8], row[8];
-  index_t rows[8], blocks[8];
-  while (cursor.row < i1) {
-    const int count = next_pairs(&cursor, i1, block, row, rows, blocks);
-    __m256i x[4];
-    philox8(_mm256_load_si256(reinterpret_cast<const __m256i*>(block)),
-            _mm256_load_si256(reinterpret_cast<const __m256i*>(row)), p.window, rk, x);
-    __m256 l0, l1, l2, l3;
-    box_muller8(x[0], x[1], &l0, &l1);
-    box_muller8(x[2], x[3], &l2, &l3);
-    l0 = _mm256_mul_ps(l0, scale);
-    l1 = _mm256_mul_ps(l1, scale);
-    l2 = _mm256_mul_ps(l2, scale);
-    l3 = _mm256_mul_ps(l3, scale);
-    // 4 x 8 transpose: group s = the four lanes of slot s (low halves slots 0..3, high halves 4..7).
-    const __m256 t0 = _mm256_unpacklo_ps(l0, l1), t1 = _mm256_unpackhi_ps(l0, l1);
-    const __m256 t2 = _mm256_unpacklo_ps(l2, l3), t3 = _mm256_unpackhi_ps(l2, l3);
-    const __m256 u[4] = {
-        _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(1, 0, 1, 0)), _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(3, 2, 3, 2)),
-        _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(1, 0, 1, 0)), _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(3, 2, 3, 2))};
-    for (int s = 0; s < count; ++s) {
-      const __m128 g = s < 4 ? _mm256_castps256_ps128(u[s]) : _mm256_extractf128_ps(u[s - 4], 1);
-      Scalar* dst = out + (rows[s] - i0) * ld;
-      const index_t col = blocks[s] * kGaussianBlockCols - j0;
-      if (col >= 0 && col + kGaussianBlockCols <= width) {
-        store4(dst + col, g);
-      } else {
-        alignas(16) float lanes[4];
-        _mm_store_ps(lanes, g);
-        for (index_t l = 0; l < kGaussianBlockCols; ++l) {
-          if (col + l >= 0 && col + l < width) dst[col + l] = static_cast<Scalar>(lanes[l]);
-        }
-      }
+  const index_t first_block = j0 / kGaussianBlockCols, end_block = (j1 - 1) / kGaussianBlockCols + 1;
+  const index_t full_begin = (j0 + kGaussianBlockCols - 1) / kGaussianBlockCols, full_end = j1 / kGaussianBlockCols;
+  GaussianPending pending;
+  const auto push = [&pending](index_t i, index_t b) {
+    pending.block[pending.count] = static_cast<std::uint32_t>(b);
+    pending.row[pending.count] = static_cast<std::uint32_t>(i);
+    return ++pending.count == 8;
+  };
+  for (index_t i = i0; i < i1; ++i) {
+    Scalar* dst = out + (i - i0) * ld - j0;
+    index_t b = first_block;
+    if (b < full_begin && push(i, b++)) flush_gaussian(&pending, p.window, rk, scale, i0, j0, width, out, ld);
+    const __m256i row = _mm256_set1_epi32(static_cast<int>(static_cast<std::uint32_t>(i)));
+    for (; b + 8 <= full_end; b += 8) {
+      __m256 u[4];
+      gaussian8(_mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(static_cast<std::uint32_t>(b))), lane), row,
+                p.window, rk, scale, u);
+      Scalar* d = dst + b * kGaussianBlockCols;
+      store8(d, _mm256_permute2f128_ps(u[0], u[1], 0x20));       // slots 0, 1
+      store8(d + 8, _mm256_permute2f128_ps(u[2], u[3], 0x20));   // slots 2, 3
+      store8(d + 16, _mm256_permute2f128_ps(u[0], u[1], 0x31));  // slots 4, 5
+      store8(d + 24, _mm256_permute2f128_ps(u[2], u[3], 0x31));  // slots 6, 7
+    }
+    for (; b < end_block; ++b) {
+      if (push(i, b)) flush_gaussian(&pending, p.window, rk, scale, i0, j0, width, out, ld);
     }
   }
+  if (pending.count > 0) flush_gaussian(&pending, p.window, rk, scale, i0, j0, width, out, ld);
 }
 
 /// AVX2 Rademacher panel: P[i0:i1, j0:j1] into out (leading dimension ld); bit-identical to the reference loop.
