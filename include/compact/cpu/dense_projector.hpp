@@ -12,6 +12,7 @@
 #include "compact/core/state.hpp"
 #include "compact/core/view.hpp"
 #include "compact/cpu/eigen.hpp"
+#include "compact/cpu/generate.hpp"
 
 namespace compact {
 namespace detail {
@@ -128,7 +129,7 @@ class DenseCpuProjector {
  private:
   /// P[i0:i1, j0:j1] into out (leading dimension ld), generated in fp32 and converted to Scalar.
   void generate(index_t i0, index_t i1, index_t j0, index_t j1, Scalar* out, index_t ld) const {
-    fill_dense_panel_scalar<Dist>(params_, i0, i1, j0, j1, out, ld, [](float v) { return static_cast<Scalar>(v); });
+    fill_dense_panel<Dist>(params_, i0, i1, j0, j1, out, ld);
   }
 
   index_t n_;
