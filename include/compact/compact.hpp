@@ -25,3 +25,16 @@
 #include "compact/cpu/compressed_grad.hpp"
 #include "compact/cpu/optimizer.hpp"
 #endif
+
+#if defined(__CUDACC__)
+// CUDA backend (nvcc only): kernels, cuBLAS glue, projectors, Thrust conveniences.
+#include "compact/cuda/backend.cuh"
+#include "compact/cuda/check.cuh"
+#include "compact/cuda/scalar.cuh"
+#include "compact/cuda/panel.cuh"
+#include "compact/cuda/gemm.cuh"
+#include "compact/cuda/fwht.cuh"
+#include "compact/cuda/dense_projector.cuh"
+#include "compact/cuda/compressed_grad.cuh"
+#include "compact/cuda/thrust.cuh"
+#endif
