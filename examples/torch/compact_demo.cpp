@@ -1,0 +1,769 @@
+// SPDX-License-Identifier: MIT
+/// CompAct on a real trainer: a small LLaMA-style char-level LM on the fortunes text, full-rank AdamW vs CompAct.
+///
+/// The model is a decoder (token embedding, `layers` blocks of RMSNorm -> causal self-attention with RoPE ->
+/// RMSNorm -> SwiGLU MLP, final RMSNorm, lm_head) trained as a character-level language model on the text of the
+/// Debian `fortunes` package, split into fixed train/validation chunks. Configurations: full-rank AdamW, and
+/// CompAct (q, k, v, gate, up, down compressed; o and lm_head full rank, as in the paper) at r = n/2, n/4, n/8 with
+/// per-layer or shared sketches and Gaussian or SRHT projections. Every configuration runs as its own process
+/// (so its peak RSS is its own) with the same initial weights and batches, and reports the counted bytes of saved
+/// linear-layer inputs (checked against compact::model_memory), peak RSS, tokens/s and validation loss to CSV.
+///
+///   compact_demo                 short comparison: full rank vs r = n/2 shared sketches (a few minutes)
+///   compact_demo --all           all configurations (the report in docs/training.md)
+///   compact_demo --smoke         a few steps of every configuration on a tiny model; exit 1 unless each loss
+///                                decreases and every CompAct run stores fewer bytes than full rank
+///   compact_demo --help          every flag
+#include "compact_torch.hpp"
+
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <dirent.h>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+using compact::index_t;
+namespace ct = compact_torch;
+
+// ---------------------------------------------------------------------------------------------------------------
+// Options
+
+struct Options {
+  // Run selection.
+  std::string mode = "compare";  // compare | run | smoke
+  bool all = false;
+  std::string out_dir = "compact_demo_out";
+  // One configuration (mode run).
+  std::string opt = "full";  // full | compact
+  index_t rank_div = 2;
+  std::string sharing = "shared";  // shared | per-layer
+  std::string dist = "gaussian";
+  // Model and data.
+  index_t d_model = 128, layers = 2, heads = 4, d_ff = 352, context = 64, batch = 16;
+  // Training.
+  index_t steps = 300, warmup = 30, eval_every = 50, eval_batches = 16, accum = 1, period = 50;
+  double lr = 3e-3, alpha = 1.0, weight_decay = 0.0;
+  std::uint64_t seed = 1;
+  int threads = 1;
+  int progress_every = 10;
+  std::string data_dir = "/usr/share/games/fortunes";
+};
+
+void usage() {
+  std::cout << "compact_demo: full-rank AdamW vs CompAct on a char-level LLaMA-style LM (fortunes text)\n"
+               "  (no flags)          short comparison: full rank vs CompAct r = n/2 shared (Gaussian, SRHT)\n"
+               "  --all               every configuration: r = n/2, n/4, n/8 x per-layer/shared x Gaussian/SRHT\n"
+               "  --smoke             few steps of each configuration on a tiny model, checks loss and bytes\n"
+               "  --out-dir DIR       results.csv and curves.csv go here (default compact_demo_out)\n"
+               "  --steps N --batch N --context N --d-model N --layers N --heads N --d-ff N --accum N\n"
+               "  --lr X --alpha X --weight-decay X --period T --warmup N --eval-every N --eval-batches N\n"
+               "  --seed N --threads N --progress-every N --data-dir DIR\n"
+               "  --run --opt full|compact --rank-div K --sharing shared|per-layer --dist gaussian|srht\n"
+               "                      one configuration in this process (what --all spawns)\n";
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const auto next = [&]() -> std::string {
+      COMPACT_REQUIRE(i + 1 < argc, "flag " << a << " needs a value");
+      return argv[++i];
+    };
+    if (a == "--help" || a == "-h") {
+      usage();
+      std::exit(0);
+    } else if (a == "--all") {
+      o.all = true;
+    } else if (a == "--smoke") {
+      o.mode = "smoke";
+    } else if (a == "--run") {
+      o.mode = "run";
+    } else if (a == "--out-dir") {
+      o.out_dir = next();
+    } else if (a == "--opt") {
+      o.opt = next();
+    } else if (a == "--rank-div") {
+      o.rank_div = std::stoll(next());
+    } else if (a == "--sharing") {
+      o.sharing = next();
+    } else if (a == "--dist") {
+      o.dist = next();
+    } else if (a == "--d-model") {
+      o.d_model = std::stoll(next());
+    } else if (a == "--layers") {
+      o.layers = std::stoll(next());
+    } else if (a == "--heads") {
+      o.heads = std::stoll(next());
+    } else if (a == "--d-ff") {
+      o.d_ff = std::stoll(next());
+    } else if (a == "--context") {
+      o.context = std::stoll(next());
+    } else if (a == "--batch") {
+      o.batch = std::stoll(next());
+    } else if (a == "--steps") {
+      o.steps = std::stoll(next());
+    } else if (a == "--warmup") {
+      o.warmup = std::stoll(next());
+    } else if (a == "--eval-every") {
+      o.eval_every = std::stoll(next());
+    } else if (a == "--eval-batches") {
+      o.eval_batches = std::stoll(next());
+    } else if (a == "--accum") {
+      o.accum = std::stoll(next());
+    } else if (a == "--period") {
+      o.period = std::stoll(next());
+    } else if (a == "--lr") {
+      o.lr = std::stod(next());
+    } else if (a == "--alpha") {
+      o.alpha = std::stod(next());
+    } else if (a == "--weight-decay") {
+      o.weight_decay = std::stod(next());
+    } else if (a == "--seed") {
+      o.seed = std::stoull(next());
+    } else if (a == "--threads") {
+      o.threads = std::stoi(next());
+    } else if (a == "--progress-every") {
+      o.progress_every = std::stoi(next());
+    } else if (a == "--data-dir") {
+      o.data_dir = next();
+    } else {
+      usage();
+      COMPACT_REQUIRE(false, "unknown flag " << a);
+    }
+  }
+  COMPACT_REQUIRE(o.opt == "full" || o.opt == "compact", "--opt = " << o.opt << " must be full or compact");
+  COMPACT_REQUIRE(o.sharing == "shared" || o.sharing == "per-layer",
+                  "--sharing = " << o.sharing << " must be shared or per-layer");
+  COMPACT_REQUIRE(o.rank_div >= 1, "--rank-div = " << o.rank_div << " must be >= 1");
+  COMPACT_REQUIRE(o.d_model % o.heads == 0 && (o.d_model / o.heads) % 2 == 0,
+                  "--d-model = " << o.d_model << " must be a multiple of 2 * --heads = " << o.heads);
+  COMPACT_REQUIRE(o.steps >= 1 && o.batch >= 1 && o.context >= 2 && o.accum >= 1 && o.eval_every >= 1,
+                  "--steps, --batch, --accum, --eval-every must be >= 1 and --context >= 2");
+  return o;
+}
+
+std::string config_name(const Options& o) {
+  if (o.opt == "full") return "full";
+  return "compact-r" + std::to_string(o.rank_div) + "-" + o.sharing + "-" + o.dist;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Data: every fortune file (sorted by name), as bytes; chunks of 1024 characters, every 10th chunk is validation.
+
+struct Corpus {
+  std::vector<std::int64_t> train, val;
+  index_t vocab = 0;
+};
+
+Corpus load_corpus(const std::string& dir) {
+  std::vector<std::string> names;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d)) {
+      const std::string name = e->d_name;
+      if (name.empty() || name[0] == '.' || name.find('.') != std::string::npos) continue;  // skip .dat, .u8
+      if (e->d_type != DT_REG && e->d_type != DT_UNKNOWN) continue;
+      names.push_back(name);
+    }
+    closedir(d);
+  }
+  std::sort(names.begin(), names.end());
+  std::string text;
+  for (const std::string& name : names) {
+    std::ifstream in(dir + "/" + name, std::ios::binary);
+    text.append(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  Corpus c;
+  if (text.empty()) return c;
+  int id[256];
+  std::fill(id, id + 256, -1);
+  bool present[256] = {};
+  for (unsigned char ch : text) present[ch] = true;
+  for (int b = 0; b < 256; ++b) {
+    if (present[b]) id[b] = int(c.vocab++);
+  }
+  constexpr std::size_t kChunk = 1024;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const std::int64_t t = id[static_cast<unsigned char>(text[i])];
+    ((i / kChunk) % 10 == 9 ? c.val : c.train).push_back(t);
+  }
+  return c;
+}
+
+/// `batch` windows of context + 1 tokens starting at the given offsets.
+torch::Tensor gather_windows(const std::vector<std::int64_t>& data, const std::vector<std::int64_t>& starts,
+                             index_t context) {
+  torch::Tensor out = torch::empty({index_t(starts.size()), context + 1}, torch::kLong);
+  auto acc = out.accessor<std::int64_t, 2>();
+  for (std::size_t b = 0; b < starts.size(); ++b) {
+    for (index_t t = 0; t <= context; ++t) acc[index_t(b)][t] = data[std::size_t(starts[b] + t)];
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Model
+
+/// How the linear layers are built for one configuration.
+struct LinearSetup {
+  bool compressed = false;
+  index_t rank_div = 2;
+  bool shared = true;
+  ct::CompressedConfig config;
+  ct::SavedBytesCounter* counter = nullptr;       // saved inputs of block linears
+  ct::SavedBytesCounter* head_counter = nullptr;  // saved input of the lm_head
+  std::uint64_t next_stream = 0;
+};
+
+/// Full-rank linear (no bias) whose forward counts its saved input.
+class FullLinearImpl : public torch::nn::Module {
+ public:
+  FullLinearImpl(const torch::Tensor& w, ct::SavedBytesCounter* counter) : counter_(counter) {
+    weight_ = register_parameter("weight", w.clone());
+  }
+  torch::Tensor forward(const torch::Tensor& x) {
+    if (counter_ != nullptr && torch::GradMode::is_enabled()) counter_->add(x);
+    return torch::nn::functional::linear(x, weight_);
+  }
+
+ private:
+  torch::Tensor weight_;
+  ct::SavedBytesCounter* counter_;
+};
+TORCH_MODULE(FullLinear);
+
+/// Sibling linears reading one input (q/k/v or gate/up or a single one): full rank, CompAct with one shared
+/// sketch (one CompressedLinear over the stacked weights), or CompAct with one sketch per sibling.
+class LinearGroupImpl : public torch::nn::Module {
+ public:
+  LinearGroupImpl(const std::vector<torch::Tensor>& weights, bool compress, LinearSetup* s) {
+    for (const torch::Tensor& w : weights) sizes_.push_back(w.size(0));
+    const index_t n = weights[0].size(1);
+    if (!compress || !s->compressed) {
+      for (std::size_t k = 0; k < weights.size(); ++k) {
+        full_.push_back(register_module("full" + std::to_string(k), FullLinear(weights[k], s->counter)));
+      }
+    } else if (s->shared) {
+      compressed_.push_back(
+          register_module("shared", ct::CompressedLinear(torch::cat(weights, 0), false, n / s->rank_div,
+                                                         s->next_stream++, s->config, s->counter)));
+    } else {
+      for (std::size_t k = 0; k < weights.size(); ++k) {
+        compressed_.push_back(register_module(
+            "c" + std::to_string(k),
+            ct::CompressedLinear(weights[k], false, n / s->rank_div, s->next_stream++, s->config, s->counter)));
+      }
+    }
+  }
+  std::vector<torch::Tensor> forward(const torch::Tensor& x) {
+    std::vector<torch::Tensor> out;
+    if (!full_.empty()) {
+      for (auto& l : full_) out.push_back(l->forward(x));
+    } else if (compressed_.size() == 1 && sizes_.size() > 1) {
+      out = compressed_[0]->forward(x).split_with_sizes(sizes_, -1);
+    } else {
+      for (auto& l : compressed_) out.push_back(l->forward(x));
+    }
+    return out;
+  }
+
+ private:
+  std::vector<std::int64_t> sizes_;
+  std::vector<FullLinear> full_;
+  std::vector<ct::CompressedLinear> compressed_;
+};
+TORCH_MODULE(LinearGroup);
+
+class RmsNormImpl : public torch::nn::Module {
+ public:
+  explicit RmsNormImpl(index_t d) { weight_ = register_parameter("weight", torch::ones({d})); }
+  torch::Tensor forward(const torch::Tensor& x) {
+    return x * torch::rsqrt(x.pow(2).mean(-1, /*keepdim=*/true) + 1e-5) * weight_;
+  }
+
+ private:
+  torch::Tensor weight_;
+};
+TORCH_MODULE(RmsNorm);
+
+struct Rope {
+  torch::Tensor cos, sin;  // context x head_dim/2
+};
+
+torch::Tensor apply_rope(const torch::Tensor& x, const Rope& rope) {  // x: B x H x T x hd
+  const index_t half = x.size(-1) / 2, t = x.size(2);
+  const torch::Tensor x1 = x.narrow(-1, 0, half), x2 = x.narrow(-1, half, half);
+  const torch::Tensor c = rope.cos.narrow(0, 0, t), s = rope.sin.narrow(0, 0, t);
+  return torch::cat({x1 * c - x2 * s, x1 * s + x2 * c}, -1);
+}
+
+class BlockImpl : public torch::nn::Module {
+ public:
+  BlockImpl(const Options& o, LinearSetup* s, const std::vector<torch::Tensor>& w) : heads_(o.heads) {
+    // w: q, k, v, o, gate, up, down
+    norm1_ = register_module("norm1", RmsNorm(o.d_model));
+    norm2_ = register_module("norm2", RmsNorm(o.d_model));
+    qkv_ = register_module("qkv", LinearGroup(std::vector<torch::Tensor>{w[0], w[1], w[2]}, true, s));
+    out_ = register_module("o", LinearGroup(std::vector<torch::Tensor>{w[3]}, false, s));
+    gate_up_ = register_module("gate_up", LinearGroup(std::vector<torch::Tensor>{w[4], w[5]}, true, s));
+    down_ = register_module("down", LinearGroup(std::vector<torch::Tensor>{w[6]}, true, s));
+  }
+  torch::Tensor forward(const torch::Tensor& x, const Rope& rope, const torch::Tensor& mask) {
+    const index_t b = x.size(0), t = x.size(1), d = x.size(2), hd = d / heads_;
+    const std::vector<torch::Tensor> qkv = qkv_->forward(norm1_->forward(x));
+    const auto heads = [&](const torch::Tensor& y) { return y.view({b, t, heads_, hd}).transpose(1, 2); };
+    const torch::Tensor q = apply_rope(heads(qkv[0]), rope), k = apply_rope(heads(qkv[1]), rope);
+    const torch::Tensor v = heads(qkv[2]);
+    torch::Tensor att = q.matmul(k.transpose(-2, -1)) / std::sqrt(double(hd));
+    att = torch::softmax(att.masked_fill(mask.narrow(0, 0, t).narrow(1, 0, t), -INFINITY), -1);
+    const torch::Tensor y = att.matmul(v).transpose(1, 2).reshape({b, t, d});
+    const torch::Tensor h = x + out_->forward(y)[0];
+    const std::vector<torch::Tensor> gu = gate_up_->forward(norm2_->forward(h));
+    return h + down_->forward(torch::silu(gu[0]) * gu[1])[0];
+  }
+
+ private:
+  index_t heads_;
+  RmsNorm norm1_{nullptr}, norm2_{nullptr};
+  LinearGroup qkv_{nullptr}, out_{nullptr}, gate_up_{nullptr}, down_{nullptr};
+};
+TORCH_MODULE(Block);
+
+class DecoderImpl : public torch::nn::Module {
+ public:
+  DecoderImpl(const Options& o, index_t vocab, LinearSetup* s) {
+    // Same RNG calls in the same order for every configuration: identical initial weights.
+    torch::manual_seed(o.seed);
+    const double std_in = 0.02, std_out = 0.02 / std::sqrt(2.0 * double(o.layers));
+    embed_ = register_parameter("embed", torch::randn({vocab, o.d_model}) * std_in);
+    for (index_t l = 0; l < o.layers; ++l) {
+      const index_t d = o.d_model, f = o.d_ff;
+      std::vector<torch::Tensor> w = {torch::randn({d, d}) * std_in, torch::randn({d, d}) * std_in,
+                                      torch::randn({d, d}) * std_in, torch::randn({d, d}) * std_out,
+                                      torch::randn({f, d}) * std_in, torch::randn({f, d}) * std_in,
+                                      torch::randn({d, f}) * std_out};
+      blocks_.push_back(register_module("block" + std::to_string(l), Block(o, s, w)));
+    }
+    norm_ = register_module("norm", RmsNorm(o.d_model));
+    head_ = register_module("head", FullLinear(torch::randn({vocab, o.d_model}) * std_in, s->head_counter));
+    const index_t hd = o.d_model / o.heads;
+    const torch::Tensor inv_freq = torch::pow(10000.0, -torch::arange(0, hd, 2, torch::kFloat) / double(hd));
+    const torch::Tensor angles = torch::outer(torch::arange(o.context, torch::kFloat), inv_freq);
+    rope_ = Rope{angles.cos(), angles.sin()};
+    mask_ = torch::ones({o.context, o.context}, torch::kBool).triu(1);
+  }
+  torch::Tensor forward(const torch::Tensor& tokens) {
+    torch::Tensor x = embed_.index_select(0, tokens.reshape({-1})).view({tokens.size(0), tokens.size(1), -1});
+    for (auto& b : blocks_) x = b->forward(x, rope_, mask_);
+    return head_->forward(norm_->forward(x));
+  }
+
+ private:
+  torch::Tensor embed_;
+  std::vector<Block> blocks_;
+  RmsNorm norm_{nullptr};
+  FullLinear head_{nullptr};
+  Rope rope_;
+  torch::Tensor mask_;
+};
+TORCH_MODULE(Decoder);
+
+// ---------------------------------------------------------------------------------------------------------------
+// Training one configuration
+
+struct RunResult {
+  std::string name;
+  double first_loss = 0, final_train_loss = 0, final_val_loss = 0, tokens_per_s = 0, peak_rss_mib = 0;
+  std::uint64_t counted_bytes = 0, counted_block_bytes = 0, estimated_bytes = 0, estimated_block_bytes = 0;
+  std::vector<std::array<double, 3>> curve;  // step, train loss (mean since last point), val loss
+};
+
+double peak_rss_mib() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return double(u.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
+}
+
+double lr_at(const Options& o, index_t step) {
+  if (step < o.warmup) return o.lr * double(step + 1) / double(o.warmup);
+  const double p = double(step - o.warmup) / double(std::max<index_t>(1, o.steps - o.warmup));
+  return o.lr * (0.1 + 0.9 * 0.5 * (1.0 + std::cos(M_PI * std::min(1.0, p))));
+}
+
+double evaluate(Decoder& model, const Corpus& c, const Options& o) {
+  torch::NoGradGuard no_grad;
+  model->eval();
+  // Fixed validation windows, evenly spaced over the validation text.
+  const index_t span = index_t(c.val.size()) - o.context - 1;
+  const index_t windows = o.eval_batches * o.batch;
+  double total = 0;
+  for (index_t e = 0; e < o.eval_batches; ++e) {
+    std::vector<std::int64_t> starts;
+    for (index_t b = 0; b < o.batch; ++b) starts.push_back((e * o.batch + b) * span / windows);
+    const torch::Tensor w = gather_windows(c.val, starts, o.context);
+    const torch::Tensor logits = model->forward(w.narrow(1, 0, o.context));
+    total += torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}),
+                                                  w.narrow(1, 1, o.context).reshape({-1}))
+                 .item<double>();
+  }
+  model->train();
+  return total / double(o.eval_batches);
+}
+
+RunResult train_one(const Options& o, const Corpus& corpus, bool print) {
+  ct::SavedBytesCounter counter, head_counter;
+  LinearSetup setup;
+  setup.compressed = o.opt == "compact";
+  setup.rank_div = o.rank_div;
+  setup.shared = o.sharing == "shared";
+  setup.counter = &counter;
+  setup.head_counter = &head_counter;
+  setup.config.dist = ct::parse_dist(o.dist);
+  setup.config.optimizer = ct::OptimizerKind::kAdamW;
+  setup.config.schedule = compact::Schedule(o.seed, std::uint64_t(o.period));
+  setup.config.adamw.lr = o.lr;
+  setup.config.adamw.beta1 = 0.9;
+  setup.config.adamw.beta2 = 0.99;
+  setup.config.adamw.weight_decay = o.weight_decay;
+  setup.config.adamw.alpha = o.alpha;
+  Decoder model(o, corpus.vocab, &setup);
+  torch::optim::AdamW torch_opt(
+      model->parameters(), torch::optim::AdamWOptions(o.lr).betas({0.9, 0.99}).eps(1e-8).weight_decay(o.weight_decay));
+  RunResult res;
+  res.name = config_name(o);
+
+  // The memory estimate for these shapes, rank and sharing (fp32 activations and state).
+  const compact::DecoderShape shape{o.d_model, o.d_ff, o.layers, corpus.vocab};
+  compact::MemoryOptions mem;
+  mem.tokens = o.batch * o.context;
+  mem.sharing = setup.shared ? compact::SketchSharing::kShared : compact::SketchSharing::kPerLayer;
+  const index_t div = setup.compressed ? o.rank_div : 0;
+  res.estimated_bytes = compact::model_memory(compact::decoder_linear_groups(shape, div, true), mem).activations;
+  res.estimated_block_bytes = compact::model_memory(compact::decoder_linear_groups(shape, div, false), mem).activations;
+
+  std::mt19937_64 gen(o.seed * 7919 + 17);  // batches: identical for every configuration
+  std::uniform_int_distribution<std::int64_t> pick(0, std::int64_t(corpus.train.size()) - o.context - 2);
+  double train_seconds = 0, loss_sum = 0;
+  index_t loss_count = 0;
+  for (index_t step = 0; step < o.steps; ++step) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const double lr = lr_at(o, step);
+    for (auto& g : torch_opt.param_groups()) static_cast<torch::optim::AdamWOptions&>(g.options()).lr(lr);
+    ct::set_compressed_lr(*model, lr);
+    double step_loss = 0;
+    for (index_t micro = 0; micro < o.accum; ++micro) {
+      std::vector<std::int64_t> starts;
+      for (index_t b = 0; b < o.batch; ++b) starts.push_back(pick(gen));
+      const torch::Tensor w = gather_windows(corpus.train, starts, o.context);
+      counter.reset();
+      head_counter.reset();
+      const torch::Tensor logits = model->forward(w.narrow(1, 0, o.context));
+      if (step == 0 && micro == 0) {
+        res.counted_block_bytes = counter.bytes();
+        res.counted_bytes = counter.bytes() + head_counter.bytes();
+      }
+      const torch::Tensor loss = torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}),
+                                                                      w.narrow(1, 1, o.context).reshape({-1})) /
+                                 double(o.accum);
+      loss.backward();
+      step_loss += loss.item<double>();
+    }
+    torch_opt.step();
+    ct::step_compressed(*model);
+    torch_opt.zero_grad();
+    train_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (step == 0) res.first_loss = step_loss;
+    loss_sum += step_loss;
+    ++loss_count;
+    res.final_train_loss = step_loss;
+    const double tps = double((step + 1) * o.batch * o.context * o.accum) / train_seconds;
+    const bool eval_now = (step + 1) % o.eval_every == 0 || step + 1 == o.steps;
+    double val = NAN;
+    if (eval_now) {
+      val = evaluate(model, corpus, o);
+      res.curve.push_back({double(step + 1), loss_sum / double(loss_count), val});
+      loss_sum = 0;
+      loss_count = 0;
+      res.final_val_loss = val;
+    }
+    if (print && ((step + 1) % o.progress_every == 0 || eval_now)) {
+      std::printf("[%s] step %5lld/%lld  loss %.4f  lr %.2e  tok/s %8.0f", res.name.c_str(), (long long)(step + 1),
+                  (long long)o.steps, step_loss, lr, tps);
+      if (eval_now) std::printf("  val %.4f", val);
+      std::printf("\n");
+      std::fflush(stdout);
+    }
+    res.tokens_per_s = tps;
+  }
+  res.peak_rss_mib = peak_rss_mib();
+  return res;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Orchestration
+
+std::vector<std::string> child_args(const Options& base, const std::string& opt, index_t div,
+                                    const std::string& sharing, const std::string& dist) {
+  std::vector<std::string> a = {"--run", "--opt", opt};
+  if (opt == "compact") {
+    a.insert(a.end(), {"--rank-div", std::to_string(div), "--sharing", sharing, "--dist", dist});
+  }
+  const auto num = [](double v) {
+    std::ostringstream s;
+    s << v;
+    return s.str();
+  };
+  a.insert(a.end(), {"--steps",
+                     std::to_string(base.steps),
+                     "--batch",
+                     std::to_string(base.batch),
+                     "--context",
+                     std::to_string(base.context),
+                     "--d-model",
+                     std::to_string(base.d_model),
+                     "--layers",
+                     std::to_string(base.layers),
+                     "--heads",
+                     std::to_string(base.heads),
+                     "--d-ff",
+                     std::to_string(base.d_ff),
+                     "--accum",
+                     std::to_string(base.accum),
+                     "--lr",
+                     num(base.lr),
+                     "--alpha",
+                     num(base.alpha),
+                     "--weight-decay",
+                     num(base.weight_decay),
+                     "--period",
+                     std::to_string(base.period),
+                     "--warmup",
+                     std::to_string(base.warmup),
+                     "--eval-every",
+                     std::to_string(base.eval_every),
+                     "--eval-batches",
+                     std::to_string(base.eval_batches),
+                     "--seed",
+                     std::to_string(base.seed),
+                     "--threads",
+                     std::to_string(base.threads),
+                     "--progress-every",
+                     std::to_string(base.progress_every),
+                     "--out-dir",
+                     base.out_dir,
+                     "--data-dir",
+                     base.data_dir});
+  return a;
+}
+
+std::string join_command(const std::string& exe, const std::vector<std::string>& args) {
+  std::string s = exe;
+  for (const std::string& a : args) s += " " + a;
+  return s;
+}
+
+void append_results(const Options& o, const RunResult& r, const std::string& command) {
+  const std::string results = o.out_dir + "/results.csv", curves = o.out_dir + "/curves.csv";
+  std::ofstream rf(results, std::ios::app), cf(curves, std::ios::app);
+  rf << r.name << ',' << o.opt << ',' << (o.opt == "full" ? 0 : o.d_model / o.rank_div) << ','
+     << (o.opt == "full" ? 0 : o.rank_div) << ',' << (o.opt == "full" ? "-" : o.sharing) << ','
+     << (o.opt == "full" ? "-" : o.dist) << ',' << o.steps << ',' << r.counted_block_bytes << ','
+     << r.estimated_block_bytes << ',' << r.counted_bytes << ',' << r.estimated_bytes << ',' << r.peak_rss_mib << ','
+     << r.tokens_per_s << ',' << r.first_loss << ',' << r.final_train_loss << ',' << r.final_val_loss << ',' << command
+     << '\n';
+  for (const auto& p : r.curve) cf << r.name << ',' << p[0] << ',' << p[1] << ',' << p[2] << '\n';
+}
+
+int run_child(const std::string& exe, const std::vector<std::string>& args) {
+  std::vector<char*> argv;
+  argv.push_back(const_cast<char*>(exe.c_str()));
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    execv("/proc/self/exe", argv.data());
+    std::perror("execv");
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+}
+
+std::vector<std::map<std::string, std::string>> read_results(const std::string& path) {
+  std::vector<std::map<std::string, std::string>> rows;
+  std::ifstream in(path);
+  std::string line, header;
+  std::getline(in, header);
+  std::vector<std::string> keys;
+  {
+    std::stringstream hs(header);
+    std::string k;
+    while (std::getline(hs, k, ',')) keys.push_back(k);
+  }
+  while (std::getline(in, line)) {
+    std::stringstream ls(line);
+    std::string v;
+    std::map<std::string, std::string> row;
+    for (std::size_t k = 0; k < keys.size() && std::getline(ls, v, ','); ++k) row[keys[k]] = v;
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+int compare(const Options& o, const std::string& exe) {
+  std::filesystem::create_directories(o.out_dir);
+  {
+    std::ofstream rf(o.out_dir + "/results.csv"), cf(o.out_dir + "/curves.csv");
+    rf << "config,optimizer,rank,rank_div,sharing,dist,steps,saved_block_linear_bytes,estimated_block_linear_bytes,"
+          "saved_linear_bytes,estimated_linear_bytes,peak_rss_mib,tokens_per_s,first_loss,final_train_loss,"
+          "final_val_loss,command\n";
+    cf << "config,step,train_loss,val_loss\n";
+  }
+  std::vector<std::string> dists = {"gaussian"};
+  if (ct::srht_available()) dists.push_back("srht");
+  std::vector<std::vector<std::string>> runs = {child_args(o, "full", 0, "", "")};
+  const std::vector<index_t> divs = o.all ? std::vector<index_t>{2, 4, 8} : std::vector<index_t>{2};
+  const std::vector<std::string> sharings =
+      o.all ? std::vector<std::string>{"shared", "per-layer"} : std::vector<std::string>{"shared"};
+  for (const std::string& dist : dists) {
+    for (index_t div : divs) {
+      for (const std::string& sh : sharings) runs.push_back(child_args(o, "compact", div, sh, dist));
+    }
+  }
+  int failures = 0;
+  for (const auto& args : runs) {
+    std::printf("\n$ %s\n", join_command(exe, args).c_str());
+    std::fflush(stdout);
+    if (run_child(exe, args) != 0) ++failures;
+  }
+  const auto rows = read_results(o.out_dir + "/results.csv");
+  std::printf("\n%-34s %8s %12s %9s %9s %10s %9s\n", "config", "rank", "block bytes", "vs full", "RSS MiB", "tok/s",
+              "val loss");
+  double full_bytes = 0, full_val = 0;
+  for (const auto& r : rows) {
+    if (r.at("config") == "full") {
+      full_bytes = std::stod(r.at("saved_block_linear_bytes"));
+      full_val = std::stod(r.at("final_val_loss"));
+    }
+  }
+  for (const auto& r : rows) {
+    const double bytes = std::stod(r.at("saved_block_linear_bytes"));
+    std::printf("%-34s %8s %12.0f %8.1f%% %9.1f %10.0f %9.4f\n", r.at("config").c_str(), r.at("rank").c_str(), bytes,
+                100.0 * bytes / full_bytes, std::stod(r.at("peak_rss_mib")), std::stod(r.at("tokens_per_s")),
+                std::stod(r.at("final_val_loss")));
+  }
+  std::printf(
+      "\nacceptance (r = n/2, shared sketches): block linear-input bytes <= 60%% of full rank, val loss "
+      "within 2%% of full rank\n");
+  for (const auto& r : rows) {
+    if (r.at("rank_div") != "2" || r.at("sharing") != "shared") continue;
+    const double ratio = std::stod(r.at("saved_block_linear_bytes")) / full_bytes;
+    const double dval = std::stod(r.at("final_val_loss")) / full_val - 1.0;
+    std::printf("  %-32s bytes %.1f%% %s   val loss %+.2f%% %s\n", r.at("config").c_str(), 100 * ratio,
+                ratio <= 0.6 ? "PASS" : "MISS", 100 * dval, dval <= 0.02 ? "PASS" : "MISS");
+  }
+  std::printf("\nresults: %s/results.csv, curves: %s/curves.csv\n", o.out_dir.c_str(), o.out_dir.c_str());
+  return failures == 0 ? 0 : 1;
+}
+
+int smoke(Options o, const Corpus& corpus) {
+  // Tiny model and few steps: the loss must fall and every CompAct run must store fewer bytes than full rank.
+  o.d_model = 32;
+  o.layers = 1;
+  o.heads = 2;
+  o.d_ff = 64;
+  o.context = 16;
+  o.batch = 8;
+  o.steps = 25;
+  o.warmup = 5;
+  o.eval_every = 25;
+  o.eval_batches = 2;
+  o.period = 10;
+  o.lr = 1e-2;
+  std::vector<Options> configs;
+  Options full = o;
+  full.opt = "full";
+  configs.push_back(full);
+  std::vector<std::string> dists = {"gaussian"};
+  if (ct::srht_available()) dists.push_back("srht");
+  for (const std::string& dist : dists) {
+    for (index_t div : {2, 4, 8}) {
+      for (const char* sh : {"shared", "per-layer"}) {
+        Options c = o;
+        c.opt = "compact";
+        c.rank_div = div;
+        c.sharing = sh;
+        c.dist = dist;
+        configs.push_back(c);
+      }
+    }
+  }
+  int failures = 0;
+  std::uint64_t full_bytes = 0;
+  for (const Options& c : configs) {
+    const RunResult r = train_one(c, corpus, false);
+    if (c.opt == "full") full_bytes = r.counted_block_bytes;
+    const bool falls = r.final_val_loss < r.first_loss - 0.3;
+    const bool fewer = c.opt == "full" || r.counted_block_bytes < full_bytes;
+    const bool estimated = r.counted_bytes == r.estimated_bytes && r.counted_block_bytes == r.estimated_block_bytes;
+    std::printf("%-30s loss %.3f -> val %.3f %s  block bytes %llu (full %llu) %s  estimate %s\n", r.name.c_str(),
+                r.first_loss, r.final_val_loss, falls ? "ok" : "FAIL", (unsigned long long)r.counted_block_bytes,
+                (unsigned long long)full_bytes, fewer ? "ok" : "FAIL", estimated ? "ok" : "FAIL");
+    failures += int(!falls) + int(!fewer) + int(!estimated);
+  }
+  std::printf(failures == 0 ? "smoke: all configurations passed\n" : "smoke: %d checks failed\n", failures);
+  return failures == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    const Options o = parse(argc, argv);
+    torch::set_num_threads(o.threads);
+    if (o.mode == "compare") return compare(o, argv[0]);
+    const Corpus corpus = load_corpus(o.data_dir);
+    if (corpus.train.empty()) {
+      std::fprintf(stderr, "compact_demo: no text under %s (install the Debian package fortunes); skipping\n",
+                   o.data_dir.c_str());
+      return 77;
+    }
+    if (o.mode == "smoke") return smoke(o, corpus);
+    std::printf(
+        "[%s] corpus: %zu train / %zu val characters, vocab %lld; model d=%lld layers=%lld d_ff=%lld "
+        "context=%lld batch=%lld\n",
+        config_name(o).c_str(), corpus.train.size(), corpus.val.size(), (long long)corpus.vocab, (long long)o.d_model,
+        (long long)o.layers, (long long)o.d_ff, (long long)o.context, (long long)o.batch);
+    const RunResult r = train_one(o, corpus, true);
+    std::printf(
+        "[%s] saved linear inputs: %llu bytes counted, %llu estimated (compact::model_memory) %s; blocks "
+        "only %llu / %llu; peak RSS %.1f MiB; %.0f tok/s; final val loss %.4f\n",
+        r.name.c_str(), (unsigned long long)r.counted_bytes, (unsigned long long)r.estimated_bytes,
+        r.counted_bytes == r.estimated_bytes ? "(match)" : "(MISMATCH)", (unsigned long long)r.counted_block_bytes,
+        (unsigned long long)r.estimated_block_bytes, r.peak_rss_mib, r.tokens_per_s, r.final_val_loss);
+    std::vector<std::string> args(argv + 1, argv + argc);
+    std::filesystem::create_directories(o.out_dir);
+    append_results(o, r, join_command("compact_demo", args));
+    return r.counted_bytes == r.estimated_bytes ? 0 : 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "compact_demo: %s\n", e.what());
+    return 2;
+  }
+}
