@@ -1,17 +1,21 @@
 // SPDX-License-Identifier: MIT
 #pragma once
-/// The optional optimized-BLAS GEMM of the CPU backend: row-major C = alpha A op(B) + beta C through CBLAS.
+/// The GEMM engine of the CPU backend: Eigen's own GEMM, or an optimized CBLAS (OpenBLAS) with COMPACT_USE_BLAS.
 ///
-/// Opt-in: define COMPACT_USE_BLAS and link a CBLAS (CMake: -DCOMPACT_USE_BLAS=ON finds OpenBLAS, see
-/// cmake/CompactBlas.cmake). Without it the CPU backend runs Eigen's own GEMM and this header declares nothing.
-/// The BLAS GEMM is always called from outside compact's OpenMP regions, so the BLAS's own threads run it (no
-/// nesting, no oversubscription); OpenBLAS splits only the rows and columns of C between its threads, never the
-/// k sum, so each element's bits do not depend on its thread count (tests/cpu/test_blas.cpp checks this).
+/// Opt-in BLAS: define COMPACT_USE_BLAS and link a CBLAS (CMake: -DCOMPACT_USE_BLAS=ON finds OpenBLAS, see
+/// cmake/CompactBlas.cmake). The dense projectors split every product into a fixed grid of tiles and run one
+/// single-threaded GEMM per tile on compact's OpenMP team (`serial_gemm`), so the bits never depend on a thread
+/// count. OpenBLAS's own threaded GEMM does not have that property (its k blocking differs between one and several
+/// threads), and calling a threaded OpenBLAS from several OpenMP threads would oversubscribe the cores; so while a
+/// projector runs, `SerialBlasScope` sets OpenBLAS to one thread and restores the previous count afterwards. A
+/// program that calls OpenBLAS from another thread at the same moment sees that call run single-threaded (same
+/// results, only slower). Other CBLAS libraries must be linked in their sequential variant.
 
 #include <climits>
 #include <type_traits>
 
 #include "compact/config.hpp"
+#include "compact/cpu/eigen.hpp"
 
 #if defined(COMPACT_USE_BLAS)
 #include <cblas.h>
@@ -25,8 +29,9 @@ namespace detail {
 /// True: this build routes the dense CPU GEMMs to CBLAS.
 inline constexpr bool kUseBlas = true;
 
-/// C (m x n) = alpha A (m x k) op(B) + beta C, all row-major; op(B) = B (k x n, ldb >= n) or, with trans_b,
-/// B^T with B stored n x k (ldb >= k). Sizes must fit the BLAS integer; beta = 0 never reads C.
+/// C (m x n) = alpha A (m x k) op(B) + beta C through CBLAS, all row-major; op(B) = B (k x n, ldb >= n) or, with
+/// trans_b, B^T with B stored n x k (ldb >= k). Sizes must fit the 32-bit BLAS integer; beta = 0 never reads C.
+/// Runs on the BLAS's threads (use SerialBlasScope for one thread).
 template <class Scalar>
 void blas_gemm(index_t m, index_t n, index_t k, Scalar alpha, const Scalar* a, index_t lda, const Scalar* b,
                index_t ldb, bool trans_b, Scalar beta, Scalar* c, index_t ldc) {
@@ -46,12 +51,86 @@ void blas_gemm(index_t m, index_t n, index_t k, Scalar alpha, const Scalar* a, i
   }
 }
 
+/// While alive, OpenBLAS runs every call on the calling thread; the previous thread count is restored on exit.
+/// A no-op for other CBLAS libraries (link their sequential variant) and without COMPACT_USE_BLAS.
+class SerialBlasScope {
+ public:
+#if defined(OPENBLAS_VERSION)
+  SerialBlasScope() : saved_(openblas_get_num_threads()) {
+    if (saved_ != 1) openblas_set_num_threads(1);
+  }
+  ~SerialBlasScope() {
+    if (saved_ != 1) openblas_set_num_threads(saved_);
+  }
+
+ private:
+  int saved_;
+#else
+  SerialBlasScope() {}
+  ~SerialBlasScope() {}  // NOLINT(modernize-use-equals-default)
+#endif
+ public:
+  SerialBlasScope(const SerialBlasScope&) = delete;
+  SerialBlasScope& operator=(const SerialBlasScope&) = delete;
+};
+
 #else
 
 /// False: this build runs Eigen's own GEMM (define COMPACT_USE_BLAS to use CBLAS).
 inline constexpr bool kUseBlas = false;
 
+/// Without COMPACT_USE_BLAS there is no BLAS thread pool to serialize.
+class SerialBlasScope {
+ public:
+  SerialBlasScope() {}   // user-provided: a scope object, never "unused"
+  ~SerialBlasScope() {}  // NOLINT(modernize-use-equals-default)
+  SerialBlasScope(const SerialBlasScope&) = delete;
+  SerialBlasScope& operator=(const SerialBlasScope&) = delete;
+};
+
 #endif
+
+/// C (m x n) = alpha A op(B) + beta C on the calling thread only, row-major raw pointers as blas_gemm (beta = 0
+/// never reads C). Eigen's GEMM, always with its one-thread blocking, or CBLAS with COMPACT_USE_BLAS (inside a
+/// SerialBlasScope). A pure function of its arguments: the same call gives the same bits on any thread.
+template <class Scalar>
+void serial_gemm(index_t m, index_t n, index_t k, Scalar alpha, const Scalar* a, index_t lda, const Scalar* b,
+                 index_t ldb, bool trans_b, Scalar beta, Scalar* c, index_t ldc) {
+#if defined(COMPACT_USE_BLAS)
+  blas_gemm<Scalar>(m, n, k, alpha, a, lda, b, ldb, trans_b, beta, c, ldc);
+#else
+  const ConstRowMap<Scalar> A(a, m, k, Eigen::OuterStride<>(lda));
+  RowMap<Scalar> C(c, m, n, Eigen::OuterStride<>(ldc));
+  const auto product = [&](auto&& op_b) {
+    if (beta == Scalar(0)) {
+      C.noalias() = alpha * (A * op_b);
+    } else {
+      if (beta != Scalar(1)) C *= beta;
+      C.noalias() += alpha * (A * op_b);
+    }
+  };
+  const auto run = [&] {
+    if (trans_b) {
+      product(ConstRowMap<Scalar>(b, n, k, Eigen::OuterStride<>(ldb)).transpose());
+    } else {
+      product(ConstRowMap<Scalar>(b, k, n, Eigen::OuterStride<>(ldb)));
+    }
+  };
+#if defined(_OPENMP)
+  if (!omp_in_parallel() && omp_get_max_threads() > 1) {
+    // Outside a team Eigen would split this product over its own threads, with a k blocking that depends on their
+    // number; inside a team it runs on the calling thread with the one-thread blocking, as on compact's tasks.
+#pragma omp parallel num_threads(2)
+    {
+#pragma omp master
+      run();
+    }
+    return;
+  }
+#endif
+  run();
+#endif
+}
 
 }  // namespace detail
 }  // namespace compact
