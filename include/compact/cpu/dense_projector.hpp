@@ -11,6 +11,7 @@
 #include "compact/core/projector_fwd.hpp"
 #include "compact/core/state.hpp"
 #include "compact/core/view.hpp"
+#include "compact/cpu/blas.hpp"
 #include "compact/cpu/eigen.hpp"
 #include "compact/cpu/generate.hpp"
 
@@ -25,17 +26,37 @@ inline void check_dims(const char* fn, index_t n, index_t r) {
 
 /// Dense CPU projector shared by Gaussian and Rademacher.
 ///
-/// Class invariant: 1 <= r <= n <= kMaxDim. P is never held whole: `sketch` generates column panels of P of
-/// n x kPanel entries and `unsketch_grad` row panels of kPanel x r entries, one panel per thread at a time, so the
-/// scratch is at most kPanel * max(n, r) Scalars per thread (e.g. 2 MiB per thread for n = 4096, float).
+/// Class invariant: 1 <= r <= n <= kMaxDim. P is never held whole unless it is small: `sketch` generates column
+/// panels of P (n x w, w = panel_width()) and `unsketch_grad` row panels (h x r, h = panel_height()), each with
+/// all threads (a pure function of (i, j), so the bits never depend on the partition), then multiplies by it.
+/// Scratch: one panel, at most max(kPanelEntries, kPanelMin * max(n, r)) Scalars per call (16 MiB for float,
+/// 32 MiB for double; e.g. n = 4096, r = 1024 generates P in one panel), independent of the thread count.
+/// GEMM: a fixed grid of output tiles per panel (a function of the shape only, see tile_grid), one single-threaded
+/// GEMM per tile on the OpenMP team: Eigen's, or CBLAS's with COMPACT_USE_BLAS (cpu/blas.hpp). Every output
+/// element is therefore computed by the same GEMM call whatever the team size: the result is bitwise independent of
+/// the number of threads, for both engines.
 template <class Dist, class Scalar>
 class DenseCpuProjector {
   static_assert(std::is_same_v<Scalar, float> || std::is_same_v<Scalar, double>,
                 "compact::Projector<Cpu, Dist, Scalar>: Scalar must be float or double on the CPU");
 
  public:
-  /// Columns (sketch) or rows (unsketch_grad) of P per generated panel; a multiple of both block widths.
-  static constexpr index_t kPanel = 128;
+  /// Entries of P per generated panel (the scratch bound, unless kPanelMin * max(n, r) is larger).
+  static constexpr index_t kPanelEntries = index_t{1} << 22;
+  /// Granularity of panel widths and heights, and the narrowest panel; a multiple of both block widths.
+  static constexpr index_t kPanelMin = 128;
+  /// Rows of P per generation task (tasks are independent and write disjoint rows of the panel).
+  static constexpr index_t kGenerateRows = 32;
+  /// Largest output tile edge of the Eigen engine: each tile is one single-threaded Eigen GEMM.
+  static constexpr index_t kTile = 1024;
+  /// The Eigen engine halves tiles (the longer edge, down to kTileMin) until there are kMinTiles of them.
+  static constexpr index_t kMinTiles = 4;
+  static constexpr index_t kTileMin = 64;
+
+  /// Columns of P per sketch panel: the most multiples of kPanelMin with n * w <= kPanelEntries, capped at r.
+  index_t panel_width() const { return panel_extent(n_, r_); }
+  /// Rows of P per unsketch_grad panel: the most multiples of kPanelMin with h * r <= kPanelEntries, capped at n.
+  index_t panel_height() const { return panel_extent(r_, n_); }
 
   DenseCpuProjector(index_t n, index_t r, SketchState state) : n_(n), r_(r), state_(state) {
     check_dims("Projector", n, r);
@@ -52,18 +73,20 @@ class DenseCpuProjector {
     check_view("Projector::sketch", "z", z, x.rows, "x.rows", r_, "r");
     check_no_overlap("Projector::sketch", "x", x, "z", z);
     if (x.rows == 0) return;
-    const auto X = as_eigen(x);
-    auto Z = as_eigen(z);
-    const index_t panels = (r_ + kPanel - 1) / kPanel;
-    std::vector<std::vector<Scalar>> scratch(static_cast<std::size_t>(max_threads()));
-    parallel_tasks(panels, 2.0 * double(x.rows) * double(n_) * double(r_), [&](index_t p, int thread) {
-      const index_t j0 = p * kPanel, w = std::min(kPanel, r_ - j0);
-      std::vector<Scalar>& buf = scratch[static_cast<std::size_t>(thread)];
-      buf.resize(static_cast<std::size_t>(n_ * w));
-      generate(0, n_, j0, j0 + w, buf.data(), w);
-      const ConstRowMap<Scalar> panel(buf.data(), n_, w, Eigen::OuterStride<>(w));
-      Z.middleCols(j0, w).noalias() = X * panel;
-    });
+    const index_t b = x.rows, width = panel_width();
+    std::vector<Scalar> panel(static_cast<std::size_t>(n_ * width));
+    const SerialBlasScope serial_blas;
+    for (index_t j0 = 0; j0 < r_; j0 += width) {
+      const index_t w = std::min(width, r_ - j0);
+      generate_parallel(0, n_, j0, j0 + w, panel.data(), w);
+      const TileGrid grid = tile_grid(b, w);
+      parallel_tasks(grid.count(), 2.0 * double(b) * double(n_) * double(w), [&](index_t t, int) {
+        const index_t i0 = (t / grid.col_tiles) * grid.tile_rows, c0 = (t % grid.col_tiles) * grid.tile_cols;
+        const index_t th = std::min(grid.tile_rows, b - i0), tw = std::min(grid.tile_cols, w - c0);
+        serial_gemm<Scalar>(th, tw, n_, Scalar(1), x.data + i0 * x.row_stride, x.row_stride, panel.data() + c0, w,
+                            false, Scalar(0), z.data + i0 * z.row_stride + j0 + c0, z.row_stride);
+      });
+    }
   }
 
   /// out = alpha g P^T + beta out. g: m x r, out: m x n. With beta = 0, out is written without being read.
@@ -73,34 +96,26 @@ class DenseCpuProjector {
     check_view("Projector::unsketch_grad", "out", out, g.rows, "g.rows", n_, "n");
     check_no_overlap("Projector::unsketch_grad", "g", g, "out", out);
     if (g.rows == 0) return;
-    const auto G = as_eigen(g);
-    auto O = as_eigen(out);
-    const index_t panels = (n_ + kPanel - 1) / kPanel;
-    std::vector<std::vector<Scalar>> scratch(static_cast<std::size_t>(max_threads()));
-    parallel_tasks(panels, 2.0 * double(g.rows) * double(n_) * double(r_), [&](index_t p, int thread) {
-      const index_t i0 = p * kPanel, h = std::min(kPanel, n_ - i0);
-      std::vector<Scalar>& buf = scratch[static_cast<std::size_t>(thread)];
-      buf.resize(static_cast<std::size_t>(h * r_));
-      generate(i0, i0 + h, 0, r_, buf.data(), r_);
-      const ConstRowMap<Scalar> panel(buf.data(), h, r_, Eigen::OuterStride<>(r_));
-      auto block = O.middleCols(i0, h);
-      if (beta == Scalar(0)) {
-        block.noalias() = alpha * (G * panel.transpose());
-      } else {
-        if (beta != Scalar(1)) block *= beta;
-        block.noalias() += alpha * (G * panel.transpose());
-      }
-    });
+    const index_t m = g.rows, height = panel_height();
+    std::vector<Scalar> panel(static_cast<std::size_t>(height * r_));
+    const SerialBlasScope serial_blas;
+    for (index_t i0 = 0; i0 < n_; i0 += height) {
+      const index_t h = std::min(height, n_ - i0);
+      generate_parallel(i0, i0 + h, 0, r_, panel.data(), r_);
+      const TileGrid grid = tile_grid(m, h);
+      parallel_tasks(grid.count(), 2.0 * double(m) * double(h) * double(r_), [&](index_t t, int) {
+        const index_t a0 = (t / grid.col_tiles) * grid.tile_rows, c0 = (t % grid.col_tiles) * grid.tile_cols;
+        const index_t th = std::min(grid.tile_rows, m - a0), tw = std::min(grid.tile_cols, h - c0);
+        serial_gemm<Scalar>(th, tw, r_, alpha, g.data + a0 * g.row_stride, g.row_stride, panel.data() + c0 * r_, r_,
+                            true, beta, out.data + a0 * out.row_stride + i0 + c0, out.row_stride);
+      });
+    }
   }
 
   /// p = P (n x r).
   void materialize(MatrixView<Scalar> p) const {
     check_view("Projector::materialize", "p", p, n_, "n", r_, "r");
-    const index_t tasks = (n_ + kPanel - 1) / kPanel;
-    parallel_tasks(tasks, 50.0 * double(n_) * double(r_), [&](index_t t, int) {
-      const index_t i0 = t * kPanel, h = std::min(kPanel, n_ - i0);
-      generate(i0, i0 + h, 0, r_, p.data + i0 * p.row_stride, p.row_stride);
-    });
+    generate_parallel(0, n_, 0, r_, p.data, p.row_stride);
   }
 
   // Eigen conveniences.
@@ -127,9 +142,44 @@ class DenseCpuProjector {
   }
 
  private:
-  /// P[i0:i1, j0:j1] into out (leading dimension ld), generated in fp32 and converted to Scalar.
-  void generate(index_t i0, index_t i1, index_t j0, index_t j1, Scalar* out, index_t ld) const {
-    fill_dense_panel<Dist>(params_, i0, i1, j0, j1, out, ld);
+  /// P[i0:i1, j0:j1] into out (leading dimension ld), in fp32 converted to Scalar, rows split over the team.
+  void generate_parallel(index_t i0, index_t i1, index_t j0, index_t j1, Scalar* out, index_t ld) const {
+    const index_t tasks = (i1 - i0 + kGenerateRows - 1) / kGenerateRows;
+    parallel_tasks(tasks, 50.0 * double(i1 - i0) * double(j1 - j0), [&](index_t t, int) {
+      const index_t a = i0 + t * kGenerateRows, e = std::min(i1, a + kGenerateRows);
+      fill_dense_panel<Dist>(params_, a, e, j0, j1, out + (a - i0) * ld, ld);
+    });
+  }
+
+  /// A fixed grid of output tiles for a rows x cols GEMM result: a function of the shape only, never of the
+  /// thread count, so every output element is computed by the same GEMM call whatever the team size.
+  struct TileGrid {
+    index_t tile_rows, tile_cols, row_tiles, col_tiles;
+    index_t count() const { return row_tiles * col_tiles; }
+  };
+  static TileGrid tile_grid(index_t rows, index_t cols) {
+    TileGrid g{std::min(kTile, rows), std::min(kTile, cols), 0, 0};
+    const auto update = [&g, rows, cols] {
+      g.row_tiles = (rows + g.tile_rows - 1) / g.tile_rows;
+      g.col_tiles = (cols + g.tile_cols - 1) / g.tile_cols;
+    };
+    update();
+    // Halving the longer edge repacks the smaller operand: tiles of x rows re-pack P, tiles of P columns re-pack x.
+    while (g.count() < kMinTiles && std::max(g.tile_rows, g.tile_cols) > kTileMin) {
+      if (g.tile_rows > g.tile_cols) {
+        g.tile_rows = (g.tile_rows + 1) / 2;
+      } else {
+        g.tile_cols = (g.tile_cols + 1) / 2;
+      }
+      update();
+    }
+    return g;
+  }
+
+  /// The panel extent along `along` (capped there) for panels that span `across`: see panel_width().
+  static index_t panel_extent(index_t across, index_t along) {
+    const index_t fit = std::max(kPanelMin, (kPanelEntries / across) / kPanelMin * kPanelMin);
+    return std::min(fit, along);
   }
 
   index_t n_;
