@@ -26,26 +26,58 @@ struct CountingCell {
   }
 };
 
-/// Runs the dense panel kernel's loop on the host: every (block, thread) of the launch walks its grid-stride
-/// tasks and calls fill_dense_panel_scalar exactly as cuda/kernels.cuh does. The panel sits in a buffer with
-/// leading dimension ld > width and a guard row, so stray writes are visible. Convert gives the stored bits.
+/// How the host loop walks the launch: the dense kernel's 2-D grid (panel_launch, or a forced small grid so the
+/// grid-stride loops do several rounds), or the 1-D grid-stride loop over panel_task (SRHT materialize).
+struct LaunchShape {
+  bool two_d;
+  index_t threads;     // 1-D: block size
+  index_t max_blocks;  // 1-D: grid cap; 2-D: 0 = panel_launch as is, else blocks_x = blocks_y = max_blocks
+};
+
+/// Runs a panel kernel's loops on the host: every (block, thread) of the launch walks its grid-stride tasks and
+/// calls fill_dense_panel_scalar exactly as cuda/panel.cuh does. The panel sits in a buffer with leading
+/// dimension ld > width and a guard row, so stray writes are visible. Convert gives the stored bits.
 template <class Dist, class Convert>
-void check_panel_launch(const compact::EntryParams& params, detail::PanelRect rect, index_t threads, index_t max_blocks,
+void check_panel_launch(const compact::EntryParams& params, detail::PanelRect rect, LaunchShape shape,
                         Convert convert) {
   const index_t chunk = detail::kPanelChunkCols<Dist>;
   const index_t h = rect.i1 - rect.i0, w = rect.j1 - rect.j0, ld = w + 3;
   std::vector<CountingCell> out(static_cast<std::size_t>((h + 1) * ld));
-  const index_t tasks = detail::panel_task_count(rect, chunk);
-  const detail::Launch1d launch = detail::grid_stride_launch(tasks, threads, max_blocks);
-  for (index_t block = 0; block < launch.blocks; ++block) {
-    for (index_t thread = 0; thread < launch.threads; ++thread) {
-      for (index_t t = detail::grid_stride_first(block, thread, launch.threads); t < tasks;
-           t += detail::grid_stride_step(launch.blocks, launch.threads)) {
-        const detail::PanelTask task = detail::panel_task(rect, chunk, t);
-        REQUIRE(task.j0 < task.j1);
-        REQUIRE(task.j0 / chunk == (task.j1 - 1) / chunk);  // a task never straddles a chunk
-        detail::fill_dense_panel_scalar<Dist>(params, task.i, task.i + 1, task.j0, task.j1,
-                                              out.data() + (task.i - rect.i0) * ld + (task.j0 - rect.j0), ld, convert);
+  const auto run = [&](const detail::PanelTask& task) {
+    REQUIRE(task.j0 < task.j1);
+    REQUIRE(task.j0 / chunk == (task.j1 - 1) / chunk);  // a task never straddles a chunk
+    detail::fill_dense_panel_scalar<Dist>(params, task.i, task.i + 1, task.j0, task.j1,
+                                          out.data() + (task.i - rect.i0) * ld + (task.j0 - rect.j0), ld, convert);
+  };
+  if (shape.two_d) {
+    detail::PanelLaunch l = detail::panel_launch(rect, chunk);
+    REQUIRE(l.threads_x * l.threads_y == 256);
+    if (shape.max_blocks > 0) l.blocks_x = l.blocks_y = shape.max_blocks;
+    const index_t per_row = detail::panel_chunks_per_row(rect, chunk);
+    for (index_t by = 0; by < l.blocks_y; ++by) {
+      for (index_t bx = 0; bx < l.blocks_x; ++bx) {
+        for (index_t ty = 0; ty < l.threads_y; ++ty) {
+          for (index_t tx = 0; tx < l.threads_x; ++tx) {
+            for (index_t row = detail::grid_stride_first(by, ty, l.threads_y); row < h;
+                 row += detail::grid_stride_step(l.blocks_y, l.threads_y)) {
+              for (index_t c = detail::grid_stride_first(bx, tx, l.threads_x); c < per_row;
+                   c += detail::grid_stride_step(l.blocks_x, l.threads_x)) {
+                run(detail::panel_task_at(rect, chunk, row, c));
+              }
+            }
+          }
+        }
+      }
+    }
+  } else {
+    const index_t tasks = detail::panel_task_count(rect, chunk);
+    const detail::Launch1d launch = detail::grid_stride_launch(tasks, shape.threads, shape.max_blocks);
+    for (index_t block = 0; block < launch.blocks; ++block) {
+      for (index_t thread = 0; thread < launch.threads; ++thread) {
+        for (index_t t = detail::grid_stride_first(block, thread, launch.threads); t < tasks;
+             t += detail::grid_stride_step(launch.blocks, launch.threads)) {
+          run(detail::panel_task(rect, chunk, t));
+        }
       }
     }
   }
@@ -59,7 +91,8 @@ void check_panel_launch(const compact::EntryParams& params, detail::PanelRect re
     }
   }
   CHECK_MESSAGE(wrong_count == 0, "rect [" << rect.i0 << ", " << rect.i1 << ") x [" << rect.j0 << ", " << rect.j1
-                                           << "), threads " << threads << ", max_blocks " << max_blocks);
+                                           << "), 2-D " << shape.two_d << ", threads " << shape.threads
+                                           << ", max_blocks " << shape.max_blocks);
   CHECK(wrong_value == 0);
 }
 
@@ -147,23 +180,30 @@ std::vector<float> simulate_fwht(const std::vector<float>& x) {
 
 }  // namespace
 
+/// Launch shapes: the dense kernel's own 2-D grid, the same with 1 and 2 blocks per dimension (several
+/// grid-stride rounds), and 1-D grids of several block sizes and caps.
+const LaunchShape kLaunches[] = {{true, 0, 0},   {true, 0, 1},   {true, 0, 2},  {false, 256, 1 << 16},
+                                 {false, 32, 2}, {false, 64, 3}, {false, 96, 1}};
+
 TEST_CASE("every Gaussian panel entry is written exactly once, with the spec value, for every launch shape") {
   const compact::EntryParams params = compact::entry_params(compact::SketchState{7, 3, 11}, 64);
   for (const auto& rect : kRects) {
-    check_panel_launch<compact::Gaussian>(params, rect, 256, 1 << 16, Fp32Bits{});
-    check_panel_launch<compact::Gaussian>(params, rect, 32, 2, Fp32Bits{});  // grid-stride loop does several rounds
-    check_panel_launch<compact::Gaussian>(params, rect, 64, 3, Bf16Bits{});
-    check_panel_launch<compact::Gaussian>(params, rect, 96, 1, Fp16Bits{});
+    for (const auto& launch : kLaunches) {
+      check_panel_launch<compact::Gaussian>(params, rect, launch, Fp32Bits{});
+      check_panel_launch<compact::Gaussian>(params, rect, launch, Bf16Bits{});
+      check_panel_launch<compact::Gaussian>(params, rect, launch, Fp16Bits{});
+    }
   }
 }
 
 TEST_CASE("every Rademacher panel entry is written exactly once, with the spec value, for every launch shape") {
   const compact::EntryParams params = compact::entry_params(compact::SketchState{7, 3, 11}, 100);
   for (const auto& rect : kRects) {
-    check_panel_launch<compact::Rademacher>(params, rect, 256, 1 << 16, Fp32Bits{});
-    check_panel_launch<compact::Rademacher>(params, rect, 32, 2, Fp32Bits{});
-    check_panel_launch<compact::Rademacher>(params, rect, 64, 3, Bf16Bits{});
-    check_panel_launch<compact::Rademacher>(params, rect, 96, 1, Fp16Bits{});
+    for (const auto& launch : kLaunches) {
+      check_panel_launch<compact::Rademacher>(params, rect, launch, Fp32Bits{});
+      check_panel_launch<compact::Rademacher>(params, rect, launch, Bf16Bits{});
+      check_panel_launch<compact::Rademacher>(params, rect, launch, Fp16Bits{});
+    }
   }
 }
 
@@ -171,8 +211,10 @@ TEST_CASE("panel tasks address rows and windows above 2^32 without truncation") 
   // Window above 2^32 exercises the counter's high word; the row index stays below kMaxDim as the spec requires.
   const compact::EntryParams params =
       compact::entry_params(compact::SketchState{1, 2, (std::uint64_t{1} << 33) + 5}, 8);
-  check_panel_launch<compact::Gaussian>(params, {4000000000, 4000000003, 0, 9}, 32, 1, Fp32Bits{});
-  check_panel_launch<compact::Rademacher>(params, {4000000000, 4000000003, 60, 200}, 32, 1, Fp32Bits{});
+  for (const auto& launch : kLaunches) {
+    check_panel_launch<compact::Gaussian>(params, {4000000000, 4000000003, 0, 9}, launch, Fp32Bits{});
+    check_panel_launch<compact::Rademacher>(params, {4000000000, 4000000003, 60, 200}, launch, Fp32Bits{});
+  }
   const detail::PanelRect big{0, index_t{1} << 20, 0, index_t{1} << 14};  // 2^34 entries: 64-bit task numbers
   const index_t tasks = detail::panel_task_count(big, 4);
   CHECK(tasks == (index_t{1} << 32));
@@ -180,6 +222,11 @@ TEST_CASE("panel tasks address rows and windows above 2^32 without truncation") 
   CHECK(last.i == (index_t{1} << 20) - 1);
   CHECK(last.j0 == (index_t{1} << 14) - 4);
   CHECK(last.j1 == (index_t{1} << 14));
+  const detail::PanelLaunch l = detail::panel_launch(big, 4);  // 4096 chunks per row, 2^20 rows
+  CHECK(l.threads_x == 256);
+  CHECK(l.threads_y == 1);
+  CHECK(l.blocks_x == 16);
+  CHECK(l.blocks_y == 65535);  // CUDA's grid y limit; the row loop strides over the rest
 }
 
 TEST_CASE("the FWHT kernel's register, warp and shared stages compute the Hadamard transform for lengths 1 to 2^12") {

@@ -73,6 +73,31 @@ COMPACT_HOST_DEVICE inline index_t panel_task_count(const PanelRect& p, index_t 
   return p.i1 > p.i0 ? (p.i1 - p.i0) * panel_chunks_per_row(p, chunk) : 0;
 }
 
+/// A 2-D launch of the dense panel kernel: x walks the chunks of a row, y the rows; grid-stride in both, so no
+/// thread ever divides (a 64-bit division is a long software sequence on a GPU).
+struct PanelLaunch {
+  index_t blocks_x, blocks_y, threads_x, threads_y;
+};
+
+/// 256 threads per block: threads_x = the chunks of a row rounded up to a power of two in [32, 256], threads_y the
+/// rest; blocks cover the panel, capped at 2^16 in x and 65535 in y (CUDA's limit), the loops doing the remainder.
+inline PanelLaunch panel_launch(const PanelRect& p, index_t chunk) {
+  const index_t per_row = panel_chunks_per_row(p, chunk), rows = p.i1 > p.i0 ? p.i1 - p.i0 : 0;
+  index_t tx = 32;  // a power of two, so that threads_y = 256 / threads_x is exact
+  while (tx < per_row && tx < 256) tx *= 2;
+  const index_t ty = 256 / tx;
+  index_t bx = (per_row + tx - 1) / tx, by = (rows + ty - 1) / ty;
+  if (bx > (index_t{1} << 16)) bx = index_t{1} << 16;
+  if (by > 65535) by = 65535;
+  return PanelLaunch{bx < 1 ? 1 : bx, by < 1 ? 1 : by, tx, ty};
+}
+
+/// The task of the 2-D launch at row offset `row` (< i1 - i0) and chunk offset `c` (< panel_chunks_per_row).
+COMPACT_HOST_DEVICE inline PanelTask panel_task_at(const PanelRect& p, index_t chunk, index_t row, index_t c) {
+  const index_t lo = (p.j0 / chunk + c) * chunk, hi = lo + chunk;
+  return PanelTask{p.i0 + row, lo > p.j0 ? lo : p.j0, hi < p.j1 ? hi : p.j1};
+}
+
 /// Task number `task` (0 <= task < panel_task_count) of a panel: row-major over (row, chunk).
 COMPACT_HOST_DEVICE inline PanelTask panel_task(const PanelRect& p, index_t chunk, index_t task) {
   const index_t per_row = panel_chunks_per_row(p, chunk);
