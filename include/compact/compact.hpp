@@ -13,6 +13,7 @@
 #include "compact/core/tags.hpp"
 #include "compact/core/view.hpp"
 #include "compact/core/entries.hpp"
+#include "compact/core/srht.hpp"
 #include "compact/core/convert.hpp"
 #include "compact/core/launch_index.hpp"
 #include "compact/core/projector_fwd.hpp"
@@ -22,6 +23,8 @@
 // CPU backend (Eigen).
 #include "compact/cpu/eigen.hpp"
 #include "compact/cpu/dense_projector.hpp"
+#include "compact/cpu/fwht.hpp"
+#include "compact/cpu/srht_projector.hpp"
 #include "compact/cpu/compressed_grad.hpp"
 #include "compact/cpu/optimizer.hpp"
 #endif

@@ -1,0 +1,231 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+/// Projector<Cpu, Srht, float|double>: z = (1/sqrt(r)) FWHT(pad(x . d))[S], one length-n' transform per row.
+
+#include <cstddef>
+#include <cstring>
+#include <new>
+#include <type_traits>
+#include <vector>
+
+#include "compact/config.hpp"
+#include "compact/core/entries.hpp"
+#include "compact/core/projector_fwd.hpp"
+#include "compact/core/srht.hpp"
+#include "compact/core/state.hpp"
+#include "compact/core/view.hpp"
+#include "compact/cpu/dense_projector.hpp"
+#include "compact/cpu/eigen.hpp"
+#include "compact/cpu/fwht.hpp"
+
+namespace compact {
+namespace detail {
+
+/// An uninitialized array of T aligned to 64 bytes (one cache line), allocated on first use and then reused.
+template <class T>
+class AlignedScratch {
+ public:
+  static constexpr std::size_t kAlign = 64;
+  AlignedScratch() = default;
+  AlignedScratch(const AlignedScratch&) = delete;
+  AlignedScratch& operator=(const AlignedScratch&) = delete;
+  ~AlignedScratch() { release(); }
+
+  /// Pointer to at least `count` elements (contents unspecified).
+  T* get(std::size_t count) {
+    if (count > size_) {
+      release();
+      data_ = static_cast<T*>(::operator new (count * sizeof(T), std::align_val_t{kAlign}));
+      size_ = count;
+    }
+    return data_;
+  }
+
+ private:
+  void release() {
+    if (data_ != nullptr) ::operator delete (data_, std::align_val_t{kAlign});
+    data_ = nullptr;
+    size_ = 0;
+  }
+  T* data_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+}  // namespace detail
+
+/// SRHT projector on the CPU (entry spec v1): P = D H S / sqrt(r), P[i][j] = d_i (-1)^popcount(i & S_j) / sqrt(r).
+///
+/// n' = next_pow2(n); d (signs), S (the column sample, r ascending indices below n') and the fp32 scale
+/// 1/sqrt(r) are computed once by the constructor (O(n') time and memory). `sketch` applies P to each row of x in
+/// O(n' log n'): copy x . d into a length-n' buffer, zero the padding, fwht, gather S, scale. `unsketch_grad` is
+/// the exact adjoint: scatter g into S of a zeroed buffer, fwht, multiply by d and the scale, drop the padding.
+/// Rows run in parallel (detail::parallel_tasks, a fixed partition into tasks of kRowsPerTask rows); each thread
+/// uses one buffer of n' Scalars (scratch_bytes_per_thread()) and nothing else is allocated per row. Each row's
+/// result is a fixed sequence of IEEE operations, so results are bitwise identical for every thread count.
+///
+/// Class invariant: 1 <= r <= n, n' = next_pow2(n) <= kFwhtMaxLength (2^20).
+template <class Scalar>
+class Projector<Cpu, Srht, Scalar> {
+  static_assert(std::is_same_v<Scalar, float> || std::is_same_v<Scalar, double>,
+                "compact::Projector<Cpu, Srht, Scalar>: Scalar must be float or double on the CPU");
+
+ public:
+  /// Rows of x (sketch) or g (unsketch_grad) per parallel task.
+  static constexpr index_t kRowsPerTask = 8;
+
+  /// Requires 1 <= r <= n and next_pow2(n) <= kFwhtMaxLength.
+  Projector(index_t n, index_t r, SketchState state) : n_(n), r_(r), state_(state) {
+    detail::check_dims("Projector<Cpu, Srht>", n, r);
+    COMPACT_REQUIRE(n <= kFwhtMaxLength, "Projector<Cpu, Srht>: input dimension n = "
+                                             << n << " pads to n' = " << next_pow2(n) << " > " << kFwhtMaxLength
+                                             << ", the longest supported Walsh-Hadamard transform");
+    padded_ = next_pow2(n_);
+    log_padded_ = log2_pow2(padded_);
+    params_ = entry_params(state_, r_);
+    scale_ = static_cast<Scalar>(params_.scale);
+    sample_ = srht_sample(state_, n_, r_);
+    sign_bits_.resize(static_cast<std::size_t>(n_));
+    signs_.resize(static_cast<std::size_t>(n_));
+    for (index_t b = 0; b * kSrhtSignBlockCols < n_; ++b) {
+      const Words4x32 x = srht_sign_block(params_.key, params_.window, b);
+      const index_t k1 = (b + 1) * kSrhtSignBlockCols < n_ ? (b + 1) * kSrhtSignBlockCols : n_;
+      for (index_t k = b * kSrhtSignBlockCols; k < k1; ++k) {
+        const std::uint32_t bit = srht_sign_bit_in(x, k);
+        sign_bits_[static_cast<std::size_t>(k)] = static_cast<std::uint8_t>(bit);
+        signs_[static_cast<std::size_t>(k)] = bit ? Scalar(-1) : Scalar(1);
+      }
+    }
+    use_avx_ = detail::fwht_avx_available();
+  }
+
+  index_t in_dim() const { return n_; }
+  index_t rank() const { return r_; }
+  SketchState state() const { return state_; }
+  /// n' = next_pow2(n), the length of the transform.
+  index_t padded_dim() const { return padded_; }
+  /// S_0 < ... < S_{r-1}, the sampled columns of the padded Hadamard matrix (all below n').
+  const std::vector<index_t>& sample() const { return sample_; }
+  /// d_0 .. d_{n-1} as +-1 (padding rows k >= n never reach the output, so their signs are not kept).
+  const std::vector<Scalar>& signs() const { return signs_; }
+  /// The fp32 scale 1/sqrt(r) (rank_scale), converted to Scalar.
+  Scalar scale() const { return scale_; }
+  /// Scratch each thread uses during sketch/unsketch_grad: one buffer of n' Scalars.
+  std::size_t scratch_bytes_per_thread() const { return static_cast<std::size_t>(padded_) * sizeof(Scalar); }
+
+  /// z = x P. x: B x n, z: B x r (row-major, any row strides, z must not overlap x).
+  void sketch(MatrixView<const Scalar> x, MatrixView<Scalar> z) const {
+    detail::check_view("Projector::sketch", "x", x, -1, "", n_, "n");
+    detail::check_view("Projector::sketch", "z", z, x.rows, "x.rows", r_, "r");
+    detail::check_no_overlap("Projector::sketch", "x", x, "z", z);
+    if (x.rows == 0) return;
+    std::vector<detail::AlignedScratch<Scalar>> scratch(static_cast<std::size_t>(detail::max_threads()));
+    const index_t tasks = (x.rows + kRowsPerTask - 1) / kRowsPerTask;
+    detail::parallel_tasks(tasks, transform_flops(x.rows), [&](index_t t, int thread) {
+      Scalar* buf = scratch[static_cast<std::size_t>(thread)].get(static_cast<std::size_t>(padded_));
+      const index_t b1 = (t + 1) * kRowsPerTask < x.rows ? (t + 1) * kRowsPerTask : x.rows;
+      for (index_t b = t * kRowsPerTask; b < b1; ++b)
+        sketch_row(x.data + b * x.row_stride, z.data + b * z.row_stride, buf);
+    });
+  }
+
+  /// out = alpha g P^T + beta out. g: m x r, out: m x n. With beta = 0, out is written without being read.
+  void unsketch_grad(MatrixView<const Scalar> g, MatrixView<Scalar> out, Scalar alpha = Scalar(1),
+                     Scalar beta = Scalar(0)) const {
+    detail::check_view("Projector::unsketch_grad", "g", g, -1, "", r_, "r");
+    detail::check_view("Projector::unsketch_grad", "out", out, g.rows, "g.rows", n_, "n");
+    detail::check_no_overlap("Projector::unsketch_grad", "g", g, "out", out);
+    if (g.rows == 0) return;
+    std::vector<detail::AlignedScratch<Scalar>> scratch(static_cast<std::size_t>(detail::max_threads()));
+    const index_t tasks = (g.rows + kRowsPerTask - 1) / kRowsPerTask;
+    detail::parallel_tasks(tasks, transform_flops(g.rows), [&](index_t t, int thread) {
+      Scalar* buf = scratch[static_cast<std::size_t>(thread)].get(static_cast<std::size_t>(padded_));
+      const index_t m1 = (t + 1) * kRowsPerTask < g.rows ? (t + 1) * kRowsPerTask : g.rows;
+      for (index_t m = t * kRowsPerTask; m < m1; ++m) {
+        unsketch_row(g.data + m * g.row_stride, out.data + m * out.row_stride, alpha, beta, buf);
+      }
+    });
+  }
+
+  /// p = P (n x r), entry by entry from the formula (fp32, converted exactly to Scalar).
+  void materialize(MatrixView<Scalar> p) const {
+    detail::check_view("Projector::materialize", "p", p, n_, "n", r_, "r");
+    constexpr index_t kPanel = 128;
+    const index_t tasks = (n_ + kPanel - 1) / kPanel;
+    detail::parallel_tasks(tasks, 20.0 * double(n_) * double(r_), [&](index_t t, int) {
+      const index_t i1 = (t + 1) * kPanel < n_ ? (t + 1) * kPanel : n_;
+      for (index_t i = t * kPanel; i < i1; ++i) {
+        Scalar* row = p.data + i * p.row_stride;
+        const std::uint32_t d = sign_bits_[static_cast<std::size_t>(i)];
+        for (index_t j = 0; j < r_; ++j) {
+          row[j] = static_cast<Scalar>(srht_entry_from_sign(d, i, sample_[static_cast<std::size_t>(j)], params_.scale));
+        }
+      }
+    });
+  }
+
+  // Eigen conveniences.
+  RowMatrix<Scalar> sketch(const Eigen::Ref<const RowMatrix<Scalar>>& x) const {
+    detail::check_view("Projector::sketch", "x", detail::as_view<Scalar>(x), -1, "", n_, "n");
+    RowMatrix<Scalar> z(x.rows(), r_);
+    sketch(detail::as_view<Scalar>(x), detail::as_mutable_view<Scalar>(z));
+    return z;
+  }
+  RowMatrix<Scalar> unsketch_grad(const Eigen::Ref<const RowMatrix<Scalar>>& g) const {
+    detail::check_view("Projector::unsketch_grad", "g", detail::as_view<Scalar>(g), -1, "", r_, "r");
+    RowMatrix<Scalar> out(g.rows(), n_);
+    unsketch_grad(detail::as_view<Scalar>(g), detail::as_mutable_view<Scalar>(out), Scalar(1), Scalar(0));
+    return out;
+  }
+  void unsketch_grad(const Eigen::Ref<const RowMatrix<Scalar>>& g, Eigen::Ref<RowMatrix<Scalar>> out,
+                     Scalar alpha = Scalar(1), Scalar beta = Scalar(0)) const {
+    unsketch_grad(detail::as_view<Scalar>(g), detail::as_mutable_view<Scalar>(out), alpha, beta);
+  }
+  RowMatrix<Scalar> materialize() const {
+    RowMatrix<Scalar> p(n_, r_);
+    materialize(detail::as_mutable_view<Scalar>(p));
+    return p;
+  }
+
+ private:
+  /// Additions and subtractions of `rows` transforms, to decide whether a thread team pays off.
+  double transform_flops(index_t rows) const { return double(rows) * double(padded_) * double(log_padded_ + 1); }
+
+  /// z_row[j] = scale * (H pad(x_row . d))[S_j], using buf (n' Scalars).
+  void sketch_row(const Scalar* x_row, Scalar* z_row, Scalar* buf) const {
+    const Scalar* d = signs_.data();
+    for (index_t k = 0; k < n_; ++k) buf[k] = x_row[k] * d[k];  // exact: d_k = +-1
+    for (index_t k = n_; k < padded_; ++k) buf[k] = Scalar(0);
+    detail::fwht_unchecked(buf, log_padded_, use_avx_);
+    const index_t* s = sample_.data();
+    for (index_t j = 0; j < r_; ++j) z_row[j] = buf[s[j]] * scale_;
+  }
+
+  /// out_row[i] = alpha * (d_i * scale * (H scatter_S(g_row))[i]) (+ beta * out_row[i]), i < n.
+  void unsketch_row(const Scalar* g_row, Scalar* out_row, Scalar alpha, Scalar beta, Scalar* buf) const {
+    std::memset(static_cast<void*>(buf), 0, static_cast<std::size_t>(padded_) * sizeof(Scalar));
+    const index_t* s = sample_.data();
+    for (index_t j = 0; j < r_; ++j) buf[s[j]] = g_row[j];
+    detail::fwht_unchecked(buf, log_padded_, use_avx_);
+    const Scalar* d = signs_.data();
+    const Scalar sc = scale_;
+    if (beta == Scalar(0)) {
+      for (index_t i = 0; i < n_; ++i) out_row[i] = alpha * (buf[i] * d[i] * sc);
+    } else {
+      for (index_t i = 0; i < n_; ++i) out_row[i] = alpha * (buf[i] * d[i] * sc) + beta * out_row[i];
+    }
+  }
+
+  index_t n_;
+  index_t r_;
+  SketchState state_;
+  index_t padded_ = 1;
+  int log_padded_ = 0;
+  EntryParams params_{};
+  Scalar scale_ = Scalar(1);
+  bool use_avx_ = false;
+  std::vector<index_t> sample_;
+  std::vector<std::uint8_t> sign_bits_;
+  std::vector<Scalar> signs_;
+};
+
+}  // namespace compact
