@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <vector>
 
 namespace {
 struct Case {
@@ -14,6 +15,43 @@ const Case kCases[] = {{{0, 0, 0}, 4096, 1024}, {{0x0123456789ABCDEFull, 0x10000
 const compact::index_t kAt[16][2] = {{0, 0},      {0, 1},      {0, 2},      {0, 3},    {0, 4},     {1, 0},
                                      {7, 5},      {100, 33},   {3, 130},    {17, 255}, {999, 127}, {999, 128},
                                      {2048, 511}, {2999, 999}, {1234, 567}, {42, 998}};
+
+/// Indices k whose SRHT score and sign are printed: both halves of the first score block, both sides of a sign
+/// block edge, and three more below n' = 4096 (3001 and 4095 are padding indices of the n = 3000 case).
+const compact::index_t kSrhtK[7] = {0, 1, 127, 128, 2049, 3001, 4095};
+
+/// The SRHT tables of tests/core/golden.cpp: per state the sample summary, (k, s_k, d_k bit) and
+/// (i, j, S_j, d_i bit, P[i][j] bits) at the same (i, j) as the dense table.
+void print_srht() {
+  for (const Case& c : kCases) {
+    const compact::EntryParams p = compact::entry_params(c.state, c.r);
+    const compact::index_t np = compact::next_pow2(c.n);
+    const std::vector<compact::index_t> s = compact::srht_sample(c.state, c.n, c.r);
+    unsigned long long sum = 0, sum_sq = 0;
+    for (compact::index_t v : s) {
+      sum += static_cast<unsigned long long>(v);
+      sum_sq += static_cast<unsigned long long>(v) * static_cast<unsigned long long>(v);
+    }
+    std::printf("srht state seed=0x%016llx stream=0x%llx window=0x%llx n=%lld r=%lld n'=%lld\n",
+                static_cast<unsigned long long>(c.state.seed), static_cast<unsigned long long>(c.state.stream),
+                static_cast<unsigned long long>(c.state.window), static_cast<long long>(c.n),
+                static_cast<long long>(c.r), static_cast<long long>(np));
+    std::printf("  sample: S_0 = %lld, S_{r-1} = %lld, sum S_j = %llu, sum S_j^2 = %llu\n",
+                static_cast<long long>(s.front()), static_cast<long long>(s.back()), sum, sum_sq);
+    for (compact::index_t k : kSrhtK) {
+      std::printf("  {%5lld, 0x%016llxull, %u},  // k, score s_k, sign bit of d_k\n", static_cast<long long>(k),
+                  static_cast<unsigned long long>(compact::srht_score(p.key, p.window, k)),
+                  compact::srht_sign_bit(p.key, p.window, k));
+    }
+    for (const auto& ij : kAt) {
+      const compact::index_t sj = s[static_cast<std::size_t>(ij[1])];
+      const float e = compact::srht_entry(p, ij[0], sj);
+      std::printf("  {%5lld, %4lld, %5lld, %u, 0x%08x},  // i, j, S_j, sign bit of d_i, P[i][j] = %.9g\n",
+                  static_cast<long long>(ij[0]), static_cast<long long>(ij[1]), static_cast<long long>(sj),
+                  compact::srht_sign_bit(p.key, p.window, ij[0]), compact::fp32::bits_of(e), static_cast<double>(e));
+    }
+  }
+}
 }  // namespace
 
 int main() {
@@ -31,4 +69,5 @@ int main() {
                   compact::fp32::bits_of(rd), static_cast<double>(g), static_cast<double>(rd));
     }
   }
+  print_srht();
 }
