@@ -1,0 +1,223 @@
+// SPDX-License-Identifier: MIT
+/// Walsh-Hadamard transform per length, and the SRHT sketch against the Gaussian sketch, baselines in this binary.
+///
+/// Rows:
+///   BM_Fwht_Cpu_<T>/path:<auto|portable|avx>/log2n:L   compact::fwht, one row of 2^L elements, one thread
+///   BM_Fwht_Textbook_<T>/variant:scalar/log2n:L         the textbook triple loop with vectorization disabled
+///   BM_Fwht_Textbook_<T>/variant:autovec/log2n:L        the same loop as the compiler vectorizes it
+///   BM_Sketch_Cpu_<Srht|Gaussian>/B:../n:../r:..         z = x P on all threads (fp32)
+///   BM_Unsketch_Cpu_<Srht|Gaussian>/m:../n:../r:..       W = alpha g P^T + W on all threads (fp32), r = n/4 only
+/// Shapes: L = 8 .. 20; B in {256, 4096}, n in {1024, 4096}, r in {n/8, n/4, n/2}. The Gaussian B = 4096, n = 4096
+/// shapes run only at r = n/4 unless COMPACT_BENCH_FULL=1 (they take about a second each on two cores).
+///
+/// Counters: GFLOP/s counts the additions and subtractions actually done (n log2 n per transform, 2 B n r for a
+/// dense sketch); rows/s counts transformed rows. Bytes processed: the array once (FWHT, in place), x and z
+/// (sketch), g and W (unsketch).
+#include <benchmark/benchmark.h>
+
+#include <compact/compact.hpp>
+
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+namespace {
+
+using compact::index_t;
+using Matrix = compact::RowMatrix<float>;
+
+const compact::SketchState kState{2024, 1, 0};
+
+/// The textbook loop: stages h = 1, 2, 4, ... (the butterfly order compact::fwht reproduces bit for bit).
+template <class T>
+void textbook_fwht(T* x, index_t n) {
+  for (index_t h = 1; h < n; h *= 2) {
+    for (index_t i = 0; i < n; i += 2 * h) {
+      for (index_t j = i; j < i + h; ++j) {
+        const T a = x[j], b = x[j + h];
+        x[j] = a + b;
+        x[j + h] = a - b;
+      }
+    }
+  }
+}
+
+/// The same loop with the compiler's vectorizer turned off: the scalar baseline.
+template <class T>
+#if defined(__GNUC__) && !defined(__clang__)
+__attribute__((optimize("no-tree-vectorize", "no-tree-slp-vectorize")))
+#endif
+void textbook_fwht_scalar(T* x, index_t n) {
+  for (index_t h = 1; h < n; h *= 2) {
+    for (index_t i = 0; i < n; i += 2 * h) {
+#if defined(__clang__)
+#pragma clang loop vectorize(disable) interleave(disable)
+#endif
+      for (index_t j = i; j < i + h; ++j) {
+        const T a = x[j], b = x[j + h];
+        x[j] = a + b;
+        x[j + h] = a - b;
+      }
+    }
+  }
+}
+
+enum class Impl { kAuto, kPortable, kAvx, kTextbookScalar, kTextbookAutovec };
+
+template <class T>
+void fwht_with(Impl impl, T* x, index_t n) {
+  switch (impl) {
+    case Impl::kAuto:
+      compact::fwht(x, n);
+      break;
+    case Impl::kPortable:
+      compact::fwht(x, n, compact::FwhtPath::kPortable);
+      break;
+    case Impl::kAvx:
+      compact::fwht(x, n, compact::FwhtPath::kAvx);
+      break;
+    case Impl::kTextbookScalar:
+      textbook_fwht_scalar(x, n);
+      break;
+    case Impl::kTextbookAutovec:
+      textbook_fwht(x, n);
+      break;
+  }
+}
+
+/// One transform of a 2^L row per iteration, in place. The row is refreshed from a random source every 8 transforms
+/// (inside the timed loop, about 1% of the time) so that values stay finite: random rows grow by about sqrt(n) per
+/// transform, and add/sub timing does not depend on the (normal, finite) values.
+template <class T>
+void BM_Fwht(benchmark::State& state, Impl impl, int log_n) {
+  const index_t n = index_t{1} << log_n;
+  std::vector<T> source(static_cast<std::size_t>(n)), x(static_cast<std::size_t>(n));
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<T> uni(T(-1), T(1));
+  for (T& v : source) v = uni(rng);
+  x = source;
+  index_t k = 0;
+  for (auto _ : state) {
+    if ((++k & 7) == 0) std::memcpy(x.data(), source.data(), static_cast<std::size_t>(n) * sizeof(T));
+    fwht_with(impl, x.data(), n);
+    benchmark::DoNotOptimize(x.data());
+    benchmark::ClobberMemory();
+  }
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(double(n) * double(log_n) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["rows/s"] = benchmark::Counter(1.0, benchmark::Counter::kIsIterationInvariantRate);
+  state.SetBytesProcessed(state.iterations() * n * index_t(sizeof(T)));
+}
+
+Matrix random_matrix(index_t rows, index_t cols, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+  Matrix m(rows, cols);
+  for (index_t k = 0; k < m.size(); ++k) m.data()[k] = uni(rng);
+  return m;
+}
+
+template <class Dist>
+double op_flops(index_t rows, index_t n, index_t r) {
+  if constexpr (std::is_same_v<Dist, compact::Srht>) {
+    const index_t np = compact::next_pow2(n);
+    return double(rows) * double(np) * double(compact::log2_pow2(np));
+  } else {
+    return 2.0 * double(rows) * double(n) * double(r);
+  }
+}
+
+template <class Dist>
+void BM_Sketch(benchmark::State& state, index_t b, index_t n, index_t r) {
+  const Matrix x = random_matrix(b, n, 1);
+  Matrix z(b, r);
+  const compact::Projector<compact::Cpu, Dist, float> proj(n, r, kState);
+  for (auto _ : state) {
+    proj.sketch(compact::detail::as_view<float>(x), compact::detail::as_mutable_view<float>(z));
+    benchmark::DoNotOptimize(z.data());
+  }
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(op_flops<Dist>(b, n, r) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["rows/s"] = benchmark::Counter(double(b), benchmark::Counter::kIsIterationInvariantRate);
+  state.SetBytesProcessed(state.iterations() * b * (n + r) * index_t(sizeof(float)));
+}
+
+template <class Dist>
+void BM_Unsketch(benchmark::State& state, index_t m, index_t n, index_t r) {
+  const Matrix g = random_matrix(m, r, 2);
+  Matrix w = random_matrix(m, n, 3);
+  const compact::Projector<compact::Cpu, Dist, float> proj(n, r, kState);
+  for (auto _ : state) {
+    proj.unsketch_grad(compact::detail::as_view<float>(g), compact::detail::as_mutable_view<float>(w), -0.01f, 1.0f);
+    benchmark::DoNotOptimize(w.data());
+  }
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(op_flops<Dist>(m, n, r) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["rows/s"] = benchmark::Counter(double(m), benchmark::Counter::kIsIterationInvariantRate);
+  state.SetBytesProcessed(state.iterations() * m * (r + 2 * n) * index_t(sizeof(float)));
+}
+
+template <class T>
+void add_fwht(const std::string& type) {
+  struct Named {
+    const char* name;
+    Impl impl;
+  };
+  std::vector<Named> impls{{"BM_Fwht_Cpu_", Impl::kAuto}, {"BM_Fwht_Cpu_", Impl::kPortable}};
+  if (compact::detail::fwht_avx_available()) impls.push_back({"BM_Fwht_Cpu_", Impl::kAvx});
+  impls.push_back({"BM_Fwht_Textbook_", Impl::kTextbookScalar});
+  impls.push_back({"BM_Fwht_Textbook_", Impl::kTextbookAutovec});
+  for (const Named& im : impls) {
+    const char* variant = im.impl == Impl::kAuto             ? "/path:auto"
+                          : im.impl == Impl::kPortable       ? "/path:portable"
+                          : im.impl == Impl::kAvx            ? "/path:avx"
+                          : im.impl == Impl::kTextbookScalar ? "/variant:scalar"
+                                                             : "/variant:autovec";
+    for (int log_n = 8; log_n <= 20; ++log_n) {
+      const std::string name = std::string(im.name) + type + variant + "/log2n:" + std::to_string(log_n);
+      benchmark::RegisterBenchmark(name.c_str(), BM_Fwht<T>, im.impl, log_n)->Unit(benchmark::kMicrosecond);
+    }
+  }
+}
+
+void register_all() {
+  add_fwht<float>("f32");
+  add_fwht<double>("f64");
+  const char* full_env = std::getenv("COMPACT_BENCH_FULL");
+  const bool full = full_env != nullptr && std::string(full_env) == "1";
+  using Body = void (*)(benchmark::State&, index_t, index_t, index_t);
+  const auto add = [](const std::string& name, Body body, const char* rows_name, index_t b, index_t n, index_t r) {
+    const std::string full_name =
+        name + "/" + rows_name + ":" + std::to_string(b) + "/n:" + std::to_string(n) + "/r:" + std::to_string(r);
+    benchmark::RegisterBenchmark(full_name.c_str(), body, b, n, r)->UseRealTime()->Unit(benchmark::kMillisecond);
+  };
+  for (const index_t b : {256, 4096}) {
+    for (const index_t n : {1024, 4096}) {
+      for (const index_t div : {8, 4, 2}) {
+        const index_t r = n / div;
+        add("BM_Sketch_Cpu_Srht", BM_Sketch<compact::Srht>, "B", b, n, r);
+        if (!(b == 4096 && n == 4096 && div != 4) || full) {
+          add("BM_Sketch_Cpu_Gaussian", BM_Sketch<compact::Gaussian>, "B", b, n, r);
+        }
+        if (div == 4) {
+          add("BM_Unsketch_Cpu_Srht", BM_Unsketch<compact::Srht>, "m", b, n, r);
+          add("BM_Unsketch_Cpu_Gaussian", BM_Unsketch<compact::Gaussian>, "m", b, n, r);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  register_all();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
