@@ -3,6 +3,7 @@
 /// Projector<Cpu, Gaussian|Rademacher, float|double>: dense P generated panel by panel and fed to the GEMM.
 
 #include <algorithm>
+#include <memory>
 #include <type_traits>
 #include <vector>
 
@@ -74,17 +75,17 @@ class DenseCpuProjector {
     check_no_overlap("Projector::sketch", "x", x, "z", z);
     if (x.rows == 0) return;
     const index_t b = x.rows, width = panel_width();
-    std::vector<Scalar> panel(static_cast<std::size_t>(n_ * width));
+    const std::unique_ptr<Scalar[]> panel(new Scalar[static_cast<std::size_t>(n_ * width)]);  // uninitialized
     const SerialBlasScope serial_blas;
     for (index_t j0 = 0; j0 < r_; j0 += width) {
       const index_t w = std::min(width, r_ - j0);
-      generate_parallel(0, n_, j0, j0 + w, panel.data(), w);
+      generate_parallel(0, n_, j0, j0 + w, panel.get(), w);
       const TileGrid grid = tile_grid(b, w);
       parallel_tasks(grid.count(), 2.0 * double(b) * double(n_) * double(w), [&](index_t t, int) {
         const index_t i0 = (t / grid.col_tiles) * grid.tile_rows, c0 = (t % grid.col_tiles) * grid.tile_cols;
         const index_t th = std::min(grid.tile_rows, b - i0), tw = std::min(grid.tile_cols, w - c0);
-        serial_gemm<Scalar>(th, tw, n_, Scalar(1), x.data + i0 * x.row_stride, x.row_stride, panel.data() + c0, w,
-                            false, Scalar(0), z.data + i0 * z.row_stride + j0 + c0, z.row_stride);
+        serial_gemm<Scalar>(th, tw, n_, Scalar(1), x.data + i0 * x.row_stride, x.row_stride, panel.get() + c0, w, false,
+                            Scalar(0), z.data + i0 * z.row_stride + j0 + c0, z.row_stride);
       });
     }
   }
@@ -97,16 +98,16 @@ class DenseCpuProjector {
     check_no_overlap("Projector::unsketch_grad", "g", g, "out", out);
     if (g.rows == 0) return;
     const index_t m = g.rows, height = panel_height();
-    std::vector<Scalar> panel(static_cast<std::size_t>(height * r_));
+    const std::unique_ptr<Scalar[]> panel(new Scalar[static_cast<std::size_t>(height * r_)]);  // uninitialized
     const SerialBlasScope serial_blas;
     for (index_t i0 = 0; i0 < n_; i0 += height) {
       const index_t h = std::min(height, n_ - i0);
-      generate_parallel(i0, i0 + h, 0, r_, panel.data(), r_);
+      generate_parallel(i0, i0 + h, 0, r_, panel.get(), r_);
       const TileGrid grid = tile_grid(m, h);
       parallel_tasks(grid.count(), 2.0 * double(m) * double(h) * double(r_), [&](index_t t, int) {
         const index_t a0 = (t / grid.col_tiles) * grid.tile_rows, c0 = (t % grid.col_tiles) * grid.tile_cols;
         const index_t th = std::min(grid.tile_rows, m - a0), tw = std::min(grid.tile_cols, h - c0);
-        serial_gemm<Scalar>(th, tw, r_, alpha, g.data + a0 * g.row_stride, g.row_stride, panel.data() + c0 * r_, r_,
+        serial_gemm<Scalar>(th, tw, r_, alpha, g.data + a0 * g.row_stride, g.row_stride, panel.get() + c0 * r_, r_,
                             true, beta, out.data + a0 * out.row_stride + i0 + c0, out.row_stride);
       });
     }
