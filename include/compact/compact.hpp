@@ -38,6 +38,7 @@
 #include "compact/cuda/gemm.cuh"
 #include "compact/cuda/fwht.cuh"
 #include "compact/cuda/dense_projector.cuh"
+#include "compact/cuda/srht_projector.cuh"
 #include "compact/cuda/compressed_grad.cuh"
 #include "compact/cuda/thrust.cuh"
 #endif

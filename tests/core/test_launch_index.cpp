@@ -9,6 +9,7 @@
 #include "compact/core/convert.hpp"
 #include "compact/core/entries.hpp"
 #include "compact/core/launch_index.hpp"
+#include "compact/core/srht.hpp"
 
 namespace {
 
@@ -126,17 +127,18 @@ std::vector<double> naive_fwht(const std::vector<float>& x) {
 /// registers (fwht_register_levels), warp shuffles (partner lane t ^ 2^b, butterfly side from the lane bit),
 /// shared memory (fwht_pair over pairs t + k T). Checks that the register -> shared map and every shared level
 /// touch each element exactly once.
-template <int kElems>
-std::vector<float> simulate_fwht(const std::vector<float>& x) {
-  const detail::FwhtShape s = detail::fwht_shape(detail::ceil_log2(static_cast<index_t>(x.size())));
+/// `load(t, q)` gives the initial value of register q of thread t (the kernels' load step).
+template <int kElems, class Load>
+std::vector<float> simulate_fwht_block(int log2_len, Load load) {
+  const detail::FwhtShape s = detail::fwht_shape(log2_len);
+  const std::size_t len = std::size_t{1} << log2_len;
   const index_t threads = index_t{1} << s.log2_threads;
   const int elems = 1 << s.log2_elems;
   REQUIRE(elems <= kElems);
-  REQUIRE((index_t{elems} << s.log2_threads) == static_cast<index_t>(x.size()));
   std::vector<std::vector<float>> reg(static_cast<std::size_t>(threads), std::vector<float>(kElems, 0.0f));
   for (index_t t = 0; t < threads; ++t) {
     float v[kElems] = {};
-    for (int q = 0; q < elems; ++q) v[q] = x[static_cast<std::size_t>(detail::fwht_element(s, t, q))];
+    for (int q = 0; q < elems; ++q) v[q] = load(t, q);
     detail::fwht_register_levels(v, s.log2_elems);
     for (int q = 0; q < kElems; ++q) reg[static_cast<std::size_t>(t)][static_cast<std::size_t>(q)] = v[q];
   }
@@ -151,8 +153,8 @@ std::vector<float> simulate_fwht(const std::vector<float>& x) {
       }
     }
   }
-  std::vector<float> sm(x.size(), 0.0f);
-  std::vector<int> touched(x.size(), 0);
+  std::vector<float> sm(len, 0.0f);
+  std::vector<int> touched(len, 0);
   for (index_t t = 0; t < threads; ++t) {
     for (int q = 0; q < elems; ++q) {
       const index_t e = detail::fwht_element(s, t, q);
@@ -162,7 +164,7 @@ std::vector<float> simulate_fwht(const std::vector<float>& x) {
   }
   for (int c : touched) REQUIRE(c == 1);
   for (int level = 5; level < s.log2_threads; ++level) {
-    std::vector<int> hits(x.size(), 0);
+    std::vector<int> hits(len, 0);
     for (index_t t = 0; t < threads; ++t) {
       for (index_t k = 0; k < detail::fwht_shared_pairs_per_thread(s); ++k) {
         const detail::IndexPair pr = detail::fwht_pair(t + k * threads, level);
@@ -176,6 +178,14 @@ std::vector<float> simulate_fwht(const std::vector<float>& x) {
     for (int c : hits) REQUIRE(c == 1);
   }
   return sm;
+}
+
+/// The FWHT of x (length a power of two) through the kernel's stages.
+template <int kElems>
+std::vector<float> simulate_fwht(const std::vector<float>& x) {
+  const detail::FwhtShape s = detail::fwht_shape(detail::ceil_log2(static_cast<index_t>(x.size())));
+  return simulate_fwht_block<kElems>(
+      s.log2_len, [&](index_t t, int q) { return x[static_cast<std::size_t>(detail::fwht_element(s, t, q))]; });
 }
 
 }  // namespace
@@ -291,4 +301,98 @@ TEST_CASE("fwht_pair lists each element once per level") {
       for (int c : hits) REQUIRE(c == 1);
     }
   }
+}
+
+TEST_CASE("packed SRHT sign words and per-thread masks hold d_k of core/srht.hpp for every element") {
+  const compact::SketchState state{5, 6, (std::uint64_t{1} << 32) + 9};
+  const compact::Key2x32 key = compact::philox_key(state);
+  for (int log2_len = 0; log2_len <= compact::detail::kFwhtMaxLog2; ++log2_len) {
+    const index_t np = index_t{1} << log2_len;
+    std::vector<std::uint32_t> words(static_cast<std::size_t>((np + 31) / 32));
+    for (index_t w = 0; w < index_t(words.size()); ++w) {
+      words[std::size_t(w)] = detail::srht_sign_word(key, state.window, w, np);
+    }
+    const detail::FwhtShape s = detail::fwht_shape(log2_len);
+    index_t wrong = 0;
+    for (index_t t = 0; t < (index_t{1} << s.log2_threads); ++t) {
+      const std::uint32_t mask = detail::srht_thread_sign_mask(s, words.data(), t);
+      for (int q = 0; q < (1 << s.log2_elems); ++q) {
+        wrong += ((mask >> q) & 1u) != compact::srht_sign_bit(key, state.window, detail::fwht_element(s, t, q));
+      }
+      if (s.log2_elems < 5) wrong += (mask >> (1 << s.log2_elems)) != 0;  // no stray bits
+    }
+    CHECK_MESSAGE(wrong == 0, "n' = 2^" << log2_len);
+  }
+}
+
+namespace {
+
+/// Runs the SRHT row kernels' steps on the host for one row (sign mask, padded load, the three FWHT stages, gather
+/// for sketch; scatter, FWHT, signs for unsketch) and compares with x P and g P^T built from srht_entry. Inputs are
+/// small integers, so every FWHT sum is exact and each result is one fp32 rounding of scale times an integer: the
+/// comparison is exact (==, so a zero may come out as -0 where the double reference has +0).
+void check_srht_row_kernels(index_t n, index_t r) {
+  const compact::SketchState state{21, 4, (std::uint64_t{1} << 35) + 2};
+  const compact::EntryParams params = compact::entry_params(state, r);
+  const index_t np = compact::next_pow2(n);
+  const int log2_len = compact::log2_pow2(np);
+  const detail::FwhtShape s = detail::fwht_shape(log2_len);
+  std::vector<std::uint32_t> words(static_cast<std::size_t>((np + 31) / 32));
+  for (index_t w = 0; w < index_t(words.size()); ++w) {
+    words[std::size_t(w)] = detail::srht_sign_word(params.key, params.window, w, np);
+  }
+  const std::vector<index_t> sample = compact::srht_sample(state, n, r);
+  std::uint64_t seed = std::uint64_t(n * 131 + r);
+  const auto small_int = [&seed] {
+    seed = compact::splitmix64(seed);
+    return float(int(seed % 9) - 4);
+  };
+  std::vector<float> x(static_cast<std::size_t>(n)), g(static_cast<std::size_t>(r));
+  for (float& v : x) v = small_int();
+  for (float& v : g) v = small_int();
+
+  // sketch: v[q] = x_k (-1 if the mask bit is set), 0 beyond n; then z_j = scale * y[S_j].
+  const std::vector<float> y = simulate_fwht_block<compact::detail::kFwhtMaxElems>(log2_len, [&](index_t t, int q) {
+    const index_t k = detail::fwht_element(s, t, q);
+    const std::uint32_t mask = detail::srht_thread_sign_mask(s, words.data(), t);
+    const float xk = k < n ? x[std::size_t(k)] : 0.0f;
+    return ((mask >> q) & 1u) ? -xk : xk;
+  });
+  index_t wrong = 0;
+  for (index_t j = 0; j < r; ++j) {
+    double want = 0;  // exact: integers times +-scale, summed in double
+    for (index_t k = 0; k < n; ++k)
+      want += double(x[std::size_t(k)]) * compact::srht_entry(params, k, sample[std::size_t(j)]);
+    wrong += params.scale * y[std::size_t(sample[std::size_t(j)])] != float(want);
+  }
+  CHECK_MESSAGE(wrong == 0, "sketch n = " << n << " r = " << r);
+
+  // unsketch_grad: scatter g to S, FWHT, out_k = scale * y_k * d_k.
+  std::vector<float> scattered(static_cast<std::size_t>(np), 0.0f);
+  for (index_t j = 0; j < r; ++j) scattered[std::size_t(sample[std::size_t(j)])] = g[std::size_t(j)];
+  const std::vector<float> u = simulate_fwht_block<compact::detail::kFwhtMaxElems>(
+      log2_len, [&](index_t t, int q) { return scattered[std::size_t(detail::fwht_element(s, t, q))]; });
+  wrong = 0;
+  for (index_t t = 0; t < (index_t{1} << s.log2_threads); ++t) {
+    const std::uint32_t mask = detail::srht_thread_sign_mask(s, words.data(), t);
+    for (int q = 0; q < (1 << s.log2_elems); ++q) {
+      const index_t k = detail::fwht_element(s, t, q);
+      if (k >= n) continue;
+      const float yk = params.scale * u[std::size_t(k)];
+      const float got = ((mask >> q) & 1u) ? -yk : yk;
+      double want = 0;
+      for (index_t j = 0; j < r; ++j)
+        want += double(g[std::size_t(j)]) * compact::srht_entry(params, k, sample[std::size_t(j)]);
+      wrong += got != float(want);
+    }
+  }
+  CHECK_MESSAGE(wrong == 0, "unsketch n = " << n << " r = " << r);
+}
+
+}  // namespace
+
+TEST_CASE("the SRHT row kernels' steps give x P and g P^T of srht_entry exactly on integer inputs") {
+  const index_t shapes[][2] = {{1, 1},     {2, 1},      {5, 3},       {16, 16},   {17, 9},    {100, 37},
+                               {513, 100}, {1000, 300}, {4096, 1024}, {5000, 64}, {20000, 40}};
+  for (const auto& sh : shapes) check_srht_row_kernels(sh[0], sh[1]);
 }

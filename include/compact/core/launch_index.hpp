@@ -10,6 +10,8 @@
 #include <type_traits>
 
 #include "compact/config.hpp"
+#include "compact/core/philox.hpp"
+#include "compact/core/srht.hpp"
 #include "compact/core/tags.hpp"
 
 namespace compact {
@@ -187,6 +189,31 @@ COMPACT_HOST_DEVICE inline IndexPair fwht_pair(index_t p, int level) {
 /// Pairs per thread in a shared-memory level: L/2 pairs over T threads; thread t takes pairs t + k T.
 COMPACT_HOST_DEVICE inline index_t fwht_shared_pairs_per_thread(const FwhtShape& s) {
   return s.log2_len == 0 ? 0 : (index_t{1} << (s.log2_len - 1)) >> s.log2_threads;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// SRHT signs as the row kernels read them: packed 32 per word, then one word of bits per thread.
+
+/// Word w of the packed signs of d: bit c set iff d_{32 w + c} = -1, for 32 w + c < np (higher bits 0). One sign
+/// block of core/srht.hpp per word (32 w .. 32 w + 31 lie in one 128-sign block).
+COMPACT_HOST_DEVICE inline std::uint32_t srht_sign_word(const Key2x32& key, std::uint64_t window, index_t w,
+                                                        index_t np) {
+  const Words4x32 x = srht_sign_block(key, window, (32 * w) / kSrhtSignBlockCols);
+  std::uint32_t word = 0;
+  for (index_t c = 32 * w; c < 32 * w + 32 && c < np; ++c) word |= srht_sign_bit_in(x, c) << (c % 32);
+  return word;
+}
+
+/// The signs thread t needs: bit q set iff d_k = -1 for k = fwht_element(s, t, q), q < 2^s.log2_elems (at most
+/// kFwhtMaxElems = 32, so one word), read from the packed words.
+COMPACT_HOST_DEVICE inline std::uint32_t srht_thread_sign_mask(const FwhtShape& s, const std::uint32_t* sign_words,
+                                                               index_t t) {
+  std::uint32_t mask = 0;
+  for (int q = 0; q < (1 << s.log2_elems); ++q) {
+    const index_t k = fwht_element(s, t, q);
+    mask |= ((sign_words[k / 32] >> (k % 32)) & 1u) << q;
+  }
+  return mask;
 }
 
 }  // namespace detail

@@ -1,0 +1,233 @@
+// SPDX-License-Identifier: MIT
+/// GPU benchmarks of the CUDA backend, each against its baseline measured in the same iterations with CUDA events:
+/// dense sketch / unsketch_grad vs cublasGemmEx with a stored P (bf16, fp32 compute), SRHT sketch vs a
+/// device-to-device copy of the same bytes, and P generation throughput. Exits 77 without a device.
+
+#include <benchmark/benchmark.h>
+
+#include <cstdio>
+#include <vector>
+
+#include <compact/compact.hpp>
+
+namespace {
+
+using compact::index_t;
+using compact::MatrixView;
+using Bf16 = __nv_bfloat16;
+
+void check(cudaError_t e, const char* what) { compact::detail::check_cuda(e, what); }
+
+/// Stream (blocking: ordered after Thrust's default-stream fills), cuBLAS handle and two events shared by every
+/// benchmark.
+struct Gpu {
+  compact::Cuda backend;
+  cudaEvent_t start, stop;
+  Gpu() {
+    check(cudaStreamCreate(&backend.stream), "stream");
+    compact::detail::check_cublas(cublasCreate(&backend.cublas), "cublasCreate");
+    check(cudaEventCreate(&start), "event");
+    check(cudaEventCreate(&stop), "event");
+  }
+  /// Milliseconds that `work` takes on the stream (events around it, then a wait for the stop event).
+  template <class Work>
+  double time_ms(Work&& work) {
+    check(cudaEventRecord(start, backend.stream), "cudaEventRecord");
+    work();
+    check(cudaEventRecord(stop, backend.stream), "cudaEventRecord");
+    check(cudaEventSynchronize(stop), "cudaEventSynchronize");
+    float ms = 0;
+    check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
+    return ms;
+  }
+};
+
+Gpu& gpu() {
+  static Gpu g;
+  return g;
+}
+
+/// Device buffer of `count` values filled with a fixed pattern (bf16 in [-1, 1)).
+template <class T>
+thrust::device_vector<T> filled(std::size_t count) {
+  std::vector<T> h(count);
+  std::uint64_t s = 1;
+  for (auto& v : h) {
+    s = compact::splitmix64(s);
+    v = compact::detail::CudaScalar<T>::from_float(static_cast<float>(double(s >> 11) * 0x1p-52 - 1.0));
+  }
+  return thrust::device_vector<T>(h.begin(), h.end());
+}
+
+/// z = x P with the regenerated P (one panel kernel + one GEMM) vs z = x P_stored (one GEMM), alternating.
+/// Reported time is the projector's; counters: the baseline GEMM's time and the ratio projector / GEMM.
+template <class Dist>
+void BM_Sketch_Cuda(benchmark::State& state) {
+  const index_t batch = state.range(0), n = state.range(1), r = state.range(2);
+  using P = compact::Projector<compact::Cuda, Dist, Bf16>;
+  Gpu& g = gpu();
+  thrust::device_vector<unsigned char> ws(P::workspace_bytes(n, r));
+  const P proj(n, r, compact::SketchState{1, 2, 3}, g.backend, compact::as_workspace(ws));
+  const thrust::device_vector<Bf16> x = filled<Bf16>(static_cast<std::size_t>(batch * n));
+  thrust::device_vector<Bf16> z(static_cast<std::size_t>(batch * r)), p(static_cast<std::size_t>(n * r));
+  proj.materialize(compact::device_view(p, n, r));
+  const auto xv = compact::device_view(x, batch, n);
+  const auto zv = compact::device_view(z, batch, r);
+  const auto run_projector = [&] { proj.sketch(xv, zv); };
+  const auto run_gemm = [&] {
+    compact::detail::gemm_ex<Bf16>("bench", g.backend, CUBLAS_OP_N, CUBLAS_OP_N, r, batch, n, 1.0f,
+                                   thrust::raw_pointer_cast(p.data()), r, xv.data, n, 0.0f, zv.data, r);
+  };
+  run_projector();
+  run_gemm();
+  double projector_ms = 0, gemm_ms = 0;
+  for (auto _ : state) {
+    const double t = g.time_ms(run_projector);
+    gemm_ms += g.time_ms(run_gemm);
+    projector_ms += t;
+    state.SetIterationTime(t * 1e-3);
+  }
+  const double iters = double(state.iterations());
+  const double flops = 2.0 * double(batch) * double(n) * double(r);
+  state.counters["TFLOP/s"] = flops / (projector_ms / iters * 1e-3) * 1e-12;
+  state.counters["gemm_us"] = gemm_ms / iters * 1e3;
+  state.counters["ratio_vs_gemm"] = projector_ms / gemm_ms;
+  state.SetBytesProcessed(state.iterations() * (batch * (n + r)) * 2);
+}
+
+/// W += g P^T (beta = 1) with the regenerated P vs the same GEMM with a stored P.
+template <class Dist>
+void BM_UnsketchGrad_Cuda(benchmark::State& state) {
+  const index_t m = state.range(0), n = state.range(1), r = state.range(2);
+  using P = compact::Projector<compact::Cuda, Dist, Bf16>;
+  Gpu& g = gpu();
+  thrust::device_vector<unsigned char> ws(P::workspace_bytes(n, r));
+  const P proj(n, r, compact::SketchState{1, 2, 3}, g.backend, compact::as_workspace(ws));
+  const thrust::device_vector<Bf16> grad = filled<Bf16>(static_cast<std::size_t>(m * r));
+  thrust::device_vector<Bf16> w = filled<Bf16>(static_cast<std::size_t>(m * n)), p(static_cast<std::size_t>(n * r));
+  proj.materialize(compact::device_view(p, n, r));
+  const auto gv = compact::device_view(grad, m, r);
+  const auto wv = compact::device_view(w, m, n);
+  const Bf16 one = compact::detail::CudaScalar<Bf16>::from_float(1.0f);
+  const auto run_projector = [&] { proj.unsketch_grad(gv, wv, one, one); };
+  const auto run_gemm = [&] {
+    compact::detail::gemm_ex<Bf16>("bench", g.backend, CUBLAS_OP_T, CUBLAS_OP_N, n, m, r, 1.0f,
+                                   thrust::raw_pointer_cast(p.data()), r, gv.data, r, 1.0f, wv.data, n);
+  };
+  run_projector();
+  run_gemm();
+  double projector_ms = 0, gemm_ms = 0;
+  for (auto _ : state) {
+    const double t = g.time_ms(run_projector);
+    gemm_ms += g.time_ms(run_gemm);
+    projector_ms += t;
+    state.SetIterationTime(t * 1e-3);
+  }
+  const double iters = double(state.iterations());
+  state.counters["TFLOP/s"] = 2.0 * double(m) * double(n) * double(r) / (projector_ms / iters * 1e-3) * 1e-12;
+  state.counters["gemm_us"] = gemm_ms / iters * 1e3;
+  state.counters["ratio_vs_gemm"] = projector_ms / gemm_ms;
+}
+
+/// SRHT sketch (reads B x n, writes B x r) vs cudaMemcpyAsync D2D of B x n values: the fraction of copy bandwidth
+/// reached, with bytes moved = read + write for both.
+void BM_Sketch_Cuda_Srht(benchmark::State& state) {
+  const index_t batch = state.range(0), n = state.range(1), r = state.range(2);
+  using P = compact::Projector<compact::Cuda, compact::Srht, Bf16>;
+  Gpu& g = gpu();
+  thrust::device_vector<unsigned char> ws(P::workspace_bytes(n, r));
+  const P proj(n, r, compact::SketchState{1, 2, 3}, g.backend, compact::as_workspace(ws));
+  const thrust::device_vector<Bf16> x = filled<Bf16>(static_cast<std::size_t>(batch * n));
+  thrust::device_vector<Bf16> z(static_cast<std::size_t>(batch * r)), copy(static_cast<std::size_t>(batch * n));
+  const auto xv = compact::device_view(x, batch, n);
+  const auto zv = compact::device_view(z, batch, r);
+  const std::size_t copy_bytes = static_cast<std::size_t>(batch * n) * sizeof(Bf16);
+  const auto run_projector = [&] { proj.sketch(xv, zv); };
+  const auto run_copy = [&] {
+    check(cudaMemcpyAsync(thrust::raw_pointer_cast(copy.data()), xv.data, copy_bytes, cudaMemcpyDeviceToDevice,
+                          g.backend.stream),
+          "cudaMemcpyAsync");
+  };
+  run_projector();
+  run_copy();
+  double projector_ms = 0, copy_ms = 0;
+  for (auto _ : state) {
+    const double t = g.time_ms(run_projector);
+    copy_ms += g.time_ms(run_copy);
+    projector_ms += t;
+    state.SetIterationTime(t * 1e-3);
+  }
+  const double iters = double(state.iterations());
+  const double sketch_bytes = double(batch) * double(n + r) * sizeof(Bf16);
+  const double sketch_bw = sketch_bytes / (projector_ms / iters * 1e-3);
+  const double copy_bw = 2.0 * double(copy_bytes) / (copy_ms / iters * 1e-3);
+  state.counters["GB/s"] = sketch_bw * 1e-9;
+  state.counters["copy_GB/s"] = copy_bw * 1e-9;
+  state.counters["fraction_of_copy_bw"] = sketch_bw / copy_bw;
+  state.SetBytesProcessed(static_cast<std::int64_t>(sketch_bytes) * state.iterations());
+}
+
+/// Entries of P generated per second by materialize (n x r, bf16 output).
+template <class Dist>
+void BM_Materialize_Cuda(benchmark::State& state) {
+  const index_t n = state.range(0), r = state.range(1);
+  using P = compact::Projector<compact::Cuda, Dist, Bf16>;
+  Gpu& g = gpu();
+  thrust::device_vector<unsigned char> ws(P::workspace_bytes(n, r));
+  const P proj(n, r, compact::SketchState{1, 2, 3}, g.backend, compact::as_workspace(ws));
+  thrust::device_vector<Bf16> p(static_cast<std::size_t>(n * r));
+  const auto pv = compact::device_view(p, n, r);
+  proj.materialize(pv);
+  for (auto _ : state) state.SetIterationTime(g.time_ms([&] { proj.materialize(pv); }) * 1e-3);
+  state.counters["entries/s"] = benchmark::Counter(double(n * r), benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void dense_shapes(benchmark::internal::Benchmark* b) {
+  for (index_t batch : {256, 4096}) {
+    for (index_t n : {1024, 4096}) {
+      for (index_t r : {n / 8, n / 4, n / 2}) b->Args({batch, n, r});
+    }
+  }
+  b->UseManualTime()->Unit(benchmark::kMicrosecond);
+}
+
+}  // namespace
+
+BENCHMARK_TEMPLATE(BM_Sketch_Cuda, compact::Gaussian)->Name("BM_Sketch_Cuda_Gaussian")->Apply(dense_shapes);
+BENCHMARK_TEMPLATE(BM_Sketch_Cuda, compact::Rademacher)->Name("BM_Sketch_Cuda_Rademacher")->Apply(dense_shapes);
+BENCHMARK_TEMPLATE(BM_UnsketchGrad_Cuda, compact::Gaussian)
+    ->Name("BM_UnsketchGrad_Cuda_Gaussian")
+    ->Args({4096, 4096, 1024})
+    ->Args({4096, 4096, 512})
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Sketch_Cuda_Srht)
+    ->Args({4096, 4096, 1024})
+    ->Args({4096, 1024, 256})
+    ->Args({4096, 16384, 4096})
+    ->Args({1024, 32768, 4096})
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(BM_Materialize_Cuda, compact::Gaussian)
+    ->Name("BM_Materialize_Cuda_Gaussian")
+    ->Args({4096, 1024})
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(BM_Materialize_Cuda, compact::Rademacher)
+    ->Name("BM_Materialize_Cuda_Rademacher")
+    ->Args({4096, 1024})
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
+
+int main(int argc, char** argv) {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    std::printf("bench_cuda: no CUDA device, nothing to measure (exit 77)\n");
+    return 77;
+  }
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

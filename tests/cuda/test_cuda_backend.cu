@@ -1,0 +1,459 @@
+// SPDX-License-Identifier: MIT
+/// GPU tests of the CUDA backend: P bit for bit equal to the entry specification (what the CPU backend gives) for
+/// every distribution and scalar, sketch/unsketch_grad/compressed_grad against a host reference, bad input refused.
+/// Exits 77 (ctest: skipped) when no CUDA device is present.
+
+#define DOCTEST_CONFIG_IMPLEMENT
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <limits>
+#include <vector>
+
+#include <compact/compact.hpp>
+
+namespace {
+
+using compact::index_t;
+using compact::MatrixView;
+using compact::SketchState;
+template <class T>
+using Traits = compact::detail::CudaScalar<T>;
+
+/// One stream and one cuBLAS handle for the whole test run. The stream is a blocking one, so it is ordered after
+/// the work Thrust's device_vector constructors put on the legacy default stream.
+struct GpuContext {
+  compact::Cuda backend;
+  GpuContext() {
+    compact::detail::check_cuda(cudaStreamCreate(&backend.stream), "stream");
+    compact::detail::check_cublas(cublasCreate(&backend.cublas), "cublasCreate");
+  }
+  ~GpuContext() {
+    cublasDestroy(backend.cublas);
+    cudaStreamDestroy(backend.stream);
+  }
+  void sync() const { compact::detail::check_cuda(cudaStreamSynchronize(backend.stream), "cudaStreamSynchronize"); }
+};
+
+const GpuContext& gpu() {
+  static const GpuContext context;
+  return context;
+}
+
+/// Raw bits of a scalar (fp32 bits, or the 16-bit pattern).
+std::uint32_t bits(float v) { return compact::fp32::bits_of(v); }
+std::uint32_t bits(__half v) { return Traits<__half>::bits(v); }
+std::uint32_t bits(__nv_bfloat16 v) { return Traits<__nv_bfloat16>::bits(v); }
+
+/// Unit roundoff of the storage type: the relative error of the final rounding of a result to Scalar.
+template <class T>
+double unit_roundoff() {
+  if constexpr (std::is_same_v<T, float>) return 0x1p-24;
+  if constexpr (std::is_same_v<T, __half>) return 0x1p-11;
+  return 0x1p-8;
+}
+
+/// Uniform values in [-1, 1), rounded to T (fixed seed).
+template <class T>
+std::vector<T> random_scalars(std::size_t count, std::uint64_t seed) {
+  std::vector<T> v(count);
+  for (auto& x : v) {
+    seed = compact::splitmix64(seed);
+    x = Traits<T>::from_float(static_cast<float>(static_cast<double>(seed >> 11) * 0x1p-52 - 1.0));
+  }
+  return v;
+}
+
+template <class T>
+thrust::device_vector<T> upload(const std::vector<T>& h) {
+  return thrust::device_vector<T>(h.begin(), h.end());
+}
+
+template <class T>
+std::vector<T> download(const thrust::device_vector<T>& d) {
+  gpu().sync();
+  std::vector<T> h(d.size());
+  thrust::copy(d.begin(), d.end(), h.begin());
+  return h;
+}
+
+/// P (n x r, row-major) from the entry specification, in fp32: dense_entry, or srht_entry on srht_sample.
+template <class Dist>
+std::vector<float> spec_matrix(const SketchState& s, index_t n, index_t r) {
+  const compact::EntryParams p = compact::entry_params(s, r);
+  std::vector<float> m(static_cast<std::size_t>(n * r));
+  std::vector<index_t> sample;
+  if constexpr (std::is_same_v<Dist, compact::Srht>) sample = compact::srht_sample(s, n, r);
+  for (index_t i = 0; i < n; ++i) {
+    for (index_t j = 0; j < r; ++j) {
+      float e;
+      if constexpr (std::is_same_v<Dist, compact::Srht>) {
+        e = compact::srht_entry(p, i, sample[static_cast<std::size_t>(j)]);
+      } else {
+        e = compact::dense_entry<Dist>(p, i, j);
+      }
+      m[static_cast<std::size_t>(i * r + j)] = e;
+    }
+  }
+  return m;
+}
+
+/// A projector with its workspace (recommended size, or `bytes` when nonzero).
+template <class Dist, class T>
+struct Fixture {
+  thrust::device_vector<unsigned char> workspace;
+  compact::Projector<compact::Cuda, Dist, T> projector;
+  Fixture(index_t n, index_t r, SketchState s, std::size_t bytes = 0)
+      : workspace(bytes ? bytes : compact::Projector<compact::Cuda, Dist, T>::workspace_bytes(n, r)),
+        projector(n, r, s, gpu().backend, compact::as_workspace(workspace)) {}
+};
+
+const SketchState kStates[] = {
+    {42, 7, 3},
+    {0x123456789ABCDEF0ull, (std::uint64_t{1} << 40) + 3, (std::uint64_t{1} << 32) + 7},  // all above 2^32
+    {0, 0, 0xFFFFFFFFFFFFFFFFull},
+};
+
+struct Shape {
+  index_t n, r;
+};
+const Shape kShapes[] = {{1, 1}, {5, 2}, {64, 64}, {300, 77}, {1000, 250}, {4096, 129}};
+
+/// materialize() on the device equals the spec converted to T, bit for bit, at a row stride > r.
+template <class Dist, class T>
+void check_materialize_bitwise() {
+  for (const SketchState& s : kStates) {
+    for (const Shape& sh : kShapes) {
+      const index_t ld = sh.r + 5;
+      Fixture<Dist, T> f(sh.n, sh.r, s);
+      thrust::device_vector<T> p(static_cast<std::size_t>(sh.n * ld), Traits<T>::from_float(7.0f));
+      f.projector.materialize(MatrixView<T>(thrust::raw_pointer_cast(p.data()), sh.n, sh.r, ld));
+      const std::vector<T> got = download(p);
+      const std::vector<float> want = spec_matrix<Dist>(s, sh.n, sh.r);
+      index_t wrong = 0, padding = 0;
+      for (index_t i = 0; i < sh.n; ++i) {
+        for (index_t j = 0; j < ld; ++j) {
+          const std::uint32_t g = bits(got[static_cast<std::size_t>(i * ld + j)]);
+          if (j < sh.r) {
+            wrong += g != bits(Traits<T>::from_float(want[static_cast<std::size_t>(i * sh.r + j)]));
+          } else {
+            padding += g != bits(Traits<T>::from_float(7.0f));
+          }
+        }
+      }
+      CHECK_MESSAGE(wrong == 0, Traits<T>::kName << " n = " << sh.n << " r = " << sh.r << " seed " << s.seed);
+      CHECK(padding == 0);
+    }
+  }
+}
+
+/// Reference of a product C (rows x cols) = sum_k A(i, k) B(k, j) in double with the bound
+/// |fl(C) - C| <= 2 K u32 sum_k |A B| + u_T |C| (fp32 accumulation of K terms, Higham's gamma_K with a factor 2 for
+/// blocked/tensor-core summation orders, then one rounding to T).
+struct Reference {
+  std::vector<double> value, abs_sum;
+};
+
+template <class T>
+index_t count_outside(const std::vector<T>& got, index_t ld, const Reference& ref, index_t rows, index_t cols,
+                      double reduction_length) {
+  index_t bad = 0;
+  for (index_t i = 0; i < rows; ++i) {
+    for (index_t j = 0; j < cols; ++j) {
+      const std::size_t k = static_cast<std::size_t>(i * cols + j);
+      const double tol =
+          2.0 * reduction_length * 0x1p-24 * ref.abs_sum[k] + unit_roundoff<T>() * std::fabs(ref.value[k]) + 1e-30;
+      const double g = Traits<T>::to_float(got[static_cast<std::size_t>(i * ld + j)]);
+      if (!(std::fabs(g - ref.value[k]) <= tol)) ++bad;
+    }
+  }
+  return bad;
+}
+
+/// P as the kernels use it: dense P is rounded to T before the GEMM; SRHT works with the fp32 scale throughout.
+template <class Dist, class T>
+std::vector<double> p_as_used(const std::vector<float>& p) {
+  std::vector<double> out(p.size());
+  for (std::size_t k = 0; k < p.size(); ++k) {
+    out[k] =
+        std::is_same_v<Dist, compact::Srht> ? double(p[k]) : double(Traits<T>::to_float(Traits<T>::from_float(p[k])));
+  }
+  return out;
+}
+
+/// Reduction length for the error bound: n or r for a GEMM, log2 n' + 2 for the FWHT (levels plus the scale).
+template <class Dist>
+double reduction_length(index_t gemm_k, index_t n) {
+  if constexpr (std::is_same_v<Dist, compact::Srht>) return compact::log2_pow2(compact::next_pow2(n)) + 2.0;
+  return double(gemm_k);
+}
+
+template <class Dist, class T>
+void check_sketch(index_t batch, index_t n, index_t r, std::size_t workspace_bytes) {
+  const SketchState s{11, 2, (std::uint64_t{1} << 33) + 1};
+  Fixture<Dist, T> f(n, r, s, workspace_bytes);
+  const index_t ldx = n + 3, ldz = r + 2;
+  const std::vector<T> x = random_scalars<T>(static_cast<std::size_t>(batch * ldx), 5);
+  const thrust::device_vector<T> dx = upload(x);
+  thrust::device_vector<T> dz(static_cast<std::size_t>(batch * ldz));
+  f.projector.sketch(MatrixView<const T>(thrust::raw_pointer_cast(dx.data()), batch, n, ldx),
+                     MatrixView<T>(thrust::raw_pointer_cast(dz.data()), batch, r, ldz));
+  const std::vector<double> p = p_as_used<Dist, T>(spec_matrix<Dist>(s, n, r));
+  Reference ref{std::vector<double>(static_cast<std::size_t>(batch * r), 0.0),
+                std::vector<double>(static_cast<std::size_t>(batch * r), 0.0)};
+  for (index_t b = 0; b < batch; ++b) {
+    for (index_t k = 0; k < n; ++k) {
+      const double xv = Traits<T>::to_float(x[static_cast<std::size_t>(b * ldx + k)]);
+      for (index_t j = 0; j < r; ++j) {
+        const double t = xv * p[static_cast<std::size_t>(k * r + j)];
+        ref.value[static_cast<std::size_t>(b * r + j)] += t;
+        ref.abs_sum[static_cast<std::size_t>(b * r + j)] += std::fabs(t);
+      }
+    }
+  }
+  CHECK_MESSAGE(
+      count_outside(download(dz), ldz, ref, batch, r, reduction_length<Dist>(n, n)) == 0,
+      Traits<T>::kName << " B = " << batch << " n = " << n << " r = " << r << " workspace " << workspace_bytes);
+}
+
+template <class Dist, class T>
+void check_unsketch(index_t m, index_t n, index_t r, std::size_t workspace_bytes, float alpha, float beta) {
+  const SketchState s{3, 9, 4};
+  Fixture<Dist, T> f(n, r, s, workspace_bytes);
+  const index_t ldg = r + 1, ldo = n + 7;
+  const std::vector<T> g = random_scalars<T>(static_cast<std::size_t>(m * ldg), 8);
+  std::vector<T> out0 = random_scalars<T>(static_cast<std::size_t>(m * ldo), 9);
+  if (beta == 0.0f) {
+    for (auto& v : out0) v = Traits<T>::from_float(std::numeric_limits<float>::quiet_NaN());  // must not be read
+  }
+  const thrust::device_vector<T> dg = upload(g);
+  thrust::device_vector<T> dout = upload(out0);
+  f.projector.unsketch_grad(MatrixView<const T>(thrust::raw_pointer_cast(dg.data()), m, r, ldg),
+                            MatrixView<T>(thrust::raw_pointer_cast(dout.data()), m, n, ldo),
+                            Traits<T>::from_float(alpha), Traits<T>::from_float(beta));
+  const std::vector<double> p = p_as_used<Dist, T>(spec_matrix<Dist>(s, n, r));
+  Reference ref{std::vector<double>(static_cast<std::size_t>(m * n), 0.0),
+                std::vector<double>(static_cast<std::size_t>(m * n), 0.0)};
+  for (index_t i = 0; i < m; ++i) {
+    for (index_t k = 0; k < n; ++k) {
+      double acc = 0.0, abs = 0.0;
+      for (index_t j = 0; j < r; ++j) {
+        const double t = double(Traits<T>::to_float(g[static_cast<std::size_t>(i * ldg + j)])) *
+                         p[static_cast<std::size_t>(k * r + j)];
+        acc += t;
+        abs += std::fabs(t);
+      }
+      double v = double(alpha) * acc, a = std::fabs(double(alpha)) * abs;
+      if (beta != 0.0f) {
+        const double o = double(beta) * double(Traits<T>::to_float(out0[static_cast<std::size_t>(i * ldo + k)]));
+        v += o;
+        a += std::fabs(o);
+      }
+      ref.value[static_cast<std::size_t>(i * n + k)] = v;
+      ref.abs_sum[static_cast<std::size_t>(i * n + k)] = a;
+    }
+  }
+  const std::vector<T> got = download(dout);
+  CHECK_MESSAGE(
+      count_outside(got, ldo, ref, m, n, reduction_length<Dist>(r, n) + 2.0) == 0,
+      Traits<T>::kName << " m = " << m << " n = " << n << " r = " << r << " alpha " << alpha << " beta " << beta);
+  index_t padding = 0;  // the row-stride gap is never written
+  for (index_t i = 0; i < m; ++i) {
+    for (index_t k = n; k < ldo; ++k) {
+      padding += bits(got[static_cast<std::size_t>(i * ldo + k)]) != bits(out0[static_cast<std::size_t>(i * ldo + k)]);
+    }
+  }
+  CHECK(padding == 0);
+}
+
+/// Our integer conversions and CUDA's round-to-nearest intrinsics, evaluated on the device.
+__global__ void conversion_kernel(const float* x, index_t count, std::uint16_t* ours_bf16, std::uint16_t* cuda_bf16,
+                                  std::uint16_t* ours_fp16, std::uint16_t* cuda_fp16) {
+  for (index_t k = blockIdx.x * blockDim.x + threadIdx.x; k < count; k += gridDim.x * blockDim.x) {
+    ours_bf16[k] = compact::bf16_bits_from_fp32(x[k]);
+    cuda_bf16[k] = static_cast<__nv_bfloat16_raw>(__float2bfloat16_rn(x[k])).x;
+    ours_fp16[k] = compact::fp16_bits_from_fp32(x[k]);
+    cuda_fp16[k] = static_cast<__half_raw>(__float2half_rn(x[k])).x;
+  }
+}
+
+}  // namespace
+
+TEST_CASE_TEMPLATE("Gaussian P on the GPU is bit for bit the spec (the CPU backend's P) for every state", T, float,
+                   __half, __nv_bfloat16) {
+  check_materialize_bitwise<compact::Gaussian, T>();
+}
+
+TEST_CASE_TEMPLATE("Rademacher P on the GPU is bit for bit the spec (the CPU backend's P) for every state", T, float,
+                   __half, __nv_bfloat16) {
+  check_materialize_bitwise<compact::Rademacher, T>();
+}
+
+TEST_CASE_TEMPLATE("SRHT P on the GPU is bit for bit the spec (the CPU backend's P) for every state", T, float, __half,
+                   __nv_bfloat16) {
+  check_materialize_bitwise<compact::Srht, T>();
+}
+
+TEST_CASE("the SRHT sample computed on the device is srht_sample, including n' = 2^15 and states above 2^32") {
+  const Shape shapes[] = {{1, 1}, {3, 3}, {1000, 999}, {4096, 1024}, {20000, 5000}, {32768, 1}};
+  for (const SketchState& s : kStates) {
+    for (const Shape& sh : shapes) {
+      Fixture<compact::Srht, float> f(sh.n, sh.r, s);
+      std::vector<std::uint32_t> got(static_cast<std::size_t>(sh.r));
+      gpu().sync();
+      compact::detail::check_cuda(
+          cudaMemcpy(got.data(), f.projector.device_sample(), got.size() * 4, cudaMemcpyDeviceToHost), "cudaMemcpy");
+      const std::vector<index_t> want = compact::srht_sample(s, sh.n, sh.r);
+      index_t wrong = 0;
+      for (std::size_t j = 0; j < got.size(); ++j) wrong += index_t(got[j]) != want[j];
+      CHECK_MESSAGE(wrong == 0, "n = " << sh.n << " r = " << sh.r);
+    }
+  }
+}
+
+TEST_CASE_TEMPLATE("sketch equals x P within the fp32 accumulation bound, in one panel and in many", T, float, __half,
+                   __nv_bfloat16) {
+  using Dense = compact::Projector<compact::Cuda, compact::Gaussian, T>;
+  check_sketch<compact::Gaussian, T>(37, 300, 260, 0);
+  check_sketch<compact::Gaussian, T>(37, 300, 260, Dense::min_workspace_bytes(300, 260));  // 3 panels
+  check_sketch<compact::Rademacher, T>(64, 513, 130, 0);
+  check_sketch<compact::Rademacher, T>(64, 513, 130, Dense::min_workspace_bytes(513, 130));
+  check_sketch<compact::Srht, T>(37, 300, 77, 0);
+  check_sketch<compact::Srht, T>(5, 4096, 1024, 0);
+  check_sketch<compact::Srht, T>(3, 20000, 700, 0);  // n' = 2^15
+  check_sketch<compact::Gaussian, T>(1, 1, 1, 0);
+  check_sketch<compact::Srht, T>(2, 1, 1, 0);
+}
+
+TEST_CASE_TEMPLATE("unsketch_grad equals alpha g P^T + beta out within the fp32 bound, and beta = 0 never reads out", T,
+                   float, __half, __nv_bfloat16) {
+  using Dense = compact::Projector<compact::Cuda, compact::Rademacher, T>;
+  check_unsketch<compact::Gaussian, T>(19, 300, 260, 0, 1.0f, 0.0f);
+  check_unsketch<compact::Gaussian, T>(19, 300, 260, 0, 0.5f, 0.25f);
+  check_unsketch<compact::Rademacher, T>(33, 400, 150, Dense::min_workspace_bytes(400, 150), 1.0f, 0.0f);
+  check_unsketch<compact::Rademacher, T>(33, 400, 150, Dense::min_workspace_bytes(400, 150), -2.0f, 1.0f);
+  check_unsketch<compact::Srht, T>(19, 300, 77, 0, 1.0f, 0.0f);
+  check_unsketch<compact::Srht, T>(7, 4096, 1024, 0, 0.5f, 0.25f);
+  check_unsketch<compact::Srht, T>(2, 20000, 700, 0, 1.0f, 1.0f);  // n' = 2^15
+}
+
+TEST_CASE_TEMPLATE("compressed_grad equals dy^T z + beta g within the fp32 bound, including an empty batch", T, float,
+                   __half, __nv_bfloat16) {
+  const index_t batch = 70, m = 90, r = 40, ldd = m + 1, ldz = r + 3, ldg = r + 2;
+  for (const index_t rows : {batch, index_t{0}}) {
+    for (const float beta : {0.0f, 1.0f}) {
+      const std::vector<T> dy = random_scalars<T>(static_cast<std::size_t>(batch * ldd), 1);
+      const std::vector<T> z = random_scalars<T>(static_cast<std::size_t>(batch * ldz), 2);
+      std::vector<T> g0 = random_scalars<T>(static_cast<std::size_t>(m * ldg), 3);
+      if (beta == 0.0f) {
+        for (auto& v : g0) v = Traits<T>::from_float(std::numeric_limits<float>::quiet_NaN());
+      }
+      const thrust::device_vector<T> ddy = upload(dy), dz = upload(z);
+      thrust::device_vector<T> dg = upload(g0);
+      compact::compressed_grad<T>(
+          gpu().backend, MatrixView<const T>(thrust::raw_pointer_cast(ddy.data()), rows, m, ldd),
+          MatrixView<const T>(thrust::raw_pointer_cast(dz.data()), rows, r, ldz),
+          MatrixView<T>(thrust::raw_pointer_cast(dg.data()), m, r, ldg), Traits<T>::from_float(beta));
+      Reference ref{std::vector<double>(static_cast<std::size_t>(m * r), 0.0),
+                    std::vector<double>(static_cast<std::size_t>(m * r), 0.0)};
+      for (index_t i = 0; i < m; ++i) {
+        for (index_t j = 0; j < r; ++j) {
+          double acc = 0.0, abs = 0.0;
+          for (index_t b = 0; b < rows; ++b) {
+            const double t = double(Traits<T>::to_float(dy[static_cast<std::size_t>(b * ldd + i)])) *
+                             double(Traits<T>::to_float(z[static_cast<std::size_t>(b * ldz + j)]));
+            acc += t;
+            abs += std::fabs(t);
+          }
+          if (beta != 0.0f) {
+            const double o = double(beta) * double(Traits<T>::to_float(g0[static_cast<std::size_t>(i * ldg + j)]));
+            acc += o;
+            abs += std::fabs(o);
+          }
+          ref.value[static_cast<std::size_t>(i * r + j)] = acc;
+          ref.abs_sum[static_cast<std::size_t>(i * r + j)] = abs;
+        }
+      }
+      CHECK_MESSAGE(count_outside(download(dg), ldg, ref, m, r, double(rows) + 1.0) == 0,
+                    Traits<T>::kName << " rows = " << rows << " beta = " << beta);
+    }
+  }
+}
+
+TEST_CASE("bad input is refused with compact::error before any work is issued") {
+  using G = compact::Projector<compact::Cuda, compact::Gaussian, float>;
+  using S = compact::Projector<compact::Cuda, compact::Srht, float>;
+  const compact::Cuda be = gpu().backend;
+  thrust::device_vector<unsigned char> ws(G::workspace_bytes(64, 16));
+  const compact::Workspace w = compact::as_workspace(ws);
+  CHECK_THROWS_AS(G(64, 0, {}, be, w), compact::error);
+  CHECK_THROWS_AS(G(64, 65, {}, be, w), compact::error);
+  CHECK_THROWS_AS(G(0, 0, {}, be, w), compact::error);
+  CHECK_THROWS_AS(G(64, 16, {}, be, compact::Workspace{}), compact::error);
+  CHECK_THROWS_AS(G(64, 16, {}, be, compact::Workspace{w.data, G::min_workspace_bytes(64, 16) - 1}), compact::error);
+  CHECK_THROWS_AS(S::workspace_bytes(40000, 10), compact::error);  // n' = 2^16 exceeds the shared-memory FWHT
+  CHECK_THROWS_AS(S(64, 16, {}, be, compact::Workspace{}), compact::error);
+
+  const G p(64, 16, {}, be, w);
+  thrust::device_vector<float> x(10 * 64), z(10 * 16), big(64 * 64);
+  float* xp = thrust::raw_pointer_cast(x.data());
+  float* zp = thrust::raw_pointer_cast(z.data());
+  CHECK_THROWS_AS(p.sketch(MatrixView<const float>(xp, 10, 63), MatrixView<float>(zp, 10, 16)), compact::error);
+  CHECK_THROWS_AS(p.sketch(MatrixView<const float>(xp, 10, 64), MatrixView<float>(zp, 9, 16)), compact::error);
+  CHECK_THROWS_AS(p.sketch(MatrixView<const float>(xp, 10, 64), MatrixView<float>(zp, 10, 17)), compact::error);
+  CHECK_THROWS_AS(p.sketch(MatrixView<const float>(nullptr, 10, 64), MatrixView<float>(zp, 10, 16)), compact::error);
+  CHECK_THROWS_AS(p.sketch(MatrixView<const float>(xp, 10, 64, 32), MatrixView<float>(zp, 10, 16)), compact::error);
+  CHECK_THROWS_AS(p.sketch(MatrixView<const float>(xp, 10, 64), MatrixView<float>(xp + 5, 10, 16)), compact::error);
+  CHECK_THROWS_AS(p.unsketch_grad(MatrixView<const float>(zp, 10, 16), MatrixView<float>(xp, 10, 65)), compact::error);
+  CHECK_THROWS_AS(p.materialize(MatrixView<float>(thrust::raw_pointer_cast(big.data()), 64, 15)), compact::error);
+  const G no_handle(64, 16, {}, compact::Cuda{be.stream, nullptr}, w);
+  CHECK_THROWS_AS(no_handle.sketch(MatrixView<const float>(xp, 10, 64), MatrixView<float>(zp, 10, 16)), compact::error);
+  CHECK_THROWS_AS(compact::compressed_grad<float>(be, MatrixView<const float>(xp, 10, 64),
+                                                  MatrixView<const float>(zp, 9, 16), MatrixView<float>(zp, 64, 16)),
+                  compact::error);
+  CHECK_THROWS_AS(compact::compressed_grad<float>(be, MatrixView<const float>(xp, 10, 64),
+                                                  MatrixView<const float>(zp, 10, 16), MatrixView<float>(xp, 64, 16)),
+                  compact::error);
+  CHECK_THROWS_AS(compact::device_view(x, 10, 63), compact::error);
+  gpu().sync();
+}
+
+TEST_CASE("the integer conversions give the same bits on the device as on the host and as CUDA's _rn intrinsics") {
+  std::vector<float> xs;
+  for (std::uint32_t b = 0; b < 0x10000u; ++b) {  // every bf16/fp16 neighbourhood: patterns around each boundary
+    for (std::uint32_t low : {0x0000u, 0x7FFFu, 0x8000u, 0x8001u, 0xFFFFu})
+      xs.push_back(compact::fp32::from_bits((b << 16) | low));
+  }
+  std::uint64_t seed = 77;
+  for (int k = 0; k < 1 << 20; ++k) {
+    seed = compact::splitmix64(seed);
+    xs.push_back(compact::fp32::from_bits(static_cast<std::uint32_t>(seed)));
+  }
+  const thrust::device_vector<float> dx = upload(xs);
+  thrust::device_vector<std::uint16_t> ob(xs.size()), cb(xs.size()), oh(xs.size()), ch(xs.size());
+  conversion_kernel<<<1024, 256, 0, gpu().backend.stream>>>(
+      thrust::raw_pointer_cast(dx.data()), static_cast<index_t>(xs.size()), thrust::raw_pointer_cast(ob.data()),
+      thrust::raw_pointer_cast(cb.data()), thrust::raw_pointer_cast(oh.data()), thrust::raw_pointer_cast(ch.data()));
+  compact::detail::check_launch("conversion_kernel");
+  const std::vector<std::uint16_t> hob = download(ob), hcb = download(cb), hoh = download(oh), hch = download(ch);
+  index_t host_device = 0, intrinsic = 0;
+  for (std::size_t k = 0; k < xs.size(); ++k) {
+    host_device += hob[k] != compact::bf16_bits_from_fp32(xs[k]);
+    host_device += hoh[k] != compact::fp16_bits_from_fp32(xs[k]);
+    if (!std::isnan(xs[k])) intrinsic += (hob[k] != hcb[k]) + (hoh[k] != hch[k]);  // NaN payloads differ by design
+  }
+  CHECK(host_device == 0);
+  CHECK(intrinsic == 0);
+}
+
+int main(int argc, char** argv) {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    std::printf("test_cuda_backend: no CUDA device, skipping (exit 77)\n");
+    return 77;
+  }
+  doctest::Context context(argc, argv);
+  return context.run();
+}
