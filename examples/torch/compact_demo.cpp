@@ -54,12 +54,14 @@ struct Options {
   index_t rank_div = 2;
   std::string sharing = "shared";  // shared | per-layer
   std::string dist = "gaussian";
+  std::string policy = "keep";  // keep | reset | transfer (window-change policy of CompressedAdamW)
   // Model and data.
   index_t d_model = 128, layers = 2, heads = 4, d_ff = 352, context = 64, batch = 16;
   // Training.
   index_t steps = 300, warmup = 30, eval_every = 50, eval_batches = 16, accum = 1, period = 50;
   double lr = 3e-3, alpha = 1.0, weight_decay = 0.0;
   std::uint64_t seed = 1;
+  index_t seeds = 1;  // compare mode: run every configuration with seeds seed, seed + 1, ...
   int threads = 1;
   int progress_every = 10;
   std::string data_dir = "/usr/share/games/fortunes";
@@ -74,6 +76,8 @@ void usage() {
                "  --steps N --batch N --context N --d-model N --layers N --heads N --d-ff N --accum N\n"
                "  --lr X --alpha X --weight-decay X --period T --warmup N --eval-every N --eval-batches N\n"
                "  --seed N --threads N --progress-every N --data-dir DIR\n"
+               "  --seeds K           run every configuration with K seeds (seed, seed + 1, ...); report means\n"
+               "  --policy keep|reset|transfer   what CompressedAdamW does to its moments when P is resampled\n"
                "  --run --opt full|compact --rank-div K --sharing shared|per-layer --dist gaussian|srht\n"
                "                      one configuration in this process (what --all spawns)\n";
 }
@@ -105,6 +109,8 @@ Options parse(int argc, char** argv) {
       o.sharing = next();
     } else if (a == "--dist") {
       o.dist = next();
+    } else if (a == "--policy") {
+      o.policy = next();
     } else if (a == "--d-model") {
       o.d_model = std::stoll(next());
     } else if (a == "--layers") {
@@ -135,6 +141,8 @@ Options parse(int argc, char** argv) {
       o.alpha = std::stod(next());
     } else if (a == "--weight-decay") {
       o.weight_decay = std::stod(next());
+    } else if (a == "--seeds") {
+      o.seeds = std::stoll(next());
     } else if (a == "--seed") {
       o.seed = std::stoull(next());
     } else if (a == "--threads") {
@@ -151,11 +159,13 @@ Options parse(int argc, char** argv) {
   COMPACT_REQUIRE(o.opt == "full" || o.opt == "compact", "--opt = " << o.opt << " must be full or compact");
   COMPACT_REQUIRE(o.sharing == "shared" || o.sharing == "per-layer",
                   "--sharing = " << o.sharing << " must be shared or per-layer");
+  COMPACT_REQUIRE(o.policy == "keep" || o.policy == "reset" || o.policy == "transfer",
+                  "--policy = " << o.policy << " must be keep, reset or transfer");
   COMPACT_REQUIRE(o.rank_div >= 1, "--rank-div = " << o.rank_div << " must be >= 1");
   COMPACT_REQUIRE(o.d_model % o.heads == 0 && (o.d_model / o.heads) % 2 == 0,
                   "--d-model = " << o.d_model << " must be a multiple of 2 * --heads = " << o.heads);
-  COMPACT_REQUIRE(o.steps >= 1 && o.batch >= 1 && o.context >= 2 && o.accum >= 1 && o.eval_every >= 1,
-                  "--steps, --batch, --accum, --eval-every must be >= 1 and --context >= 2");
+  COMPACT_REQUIRE(o.steps >= 1 && o.batch >= 1 && o.context >= 2 && o.accum >= 1 && o.eval_every >= 1 && o.seeds >= 1,
+                  "--steps, --batch, --accum, --eval-every, --seeds must be >= 1 and --context >= 2");
   return o;
 }
 
@@ -442,6 +452,9 @@ RunResult train_one(const Options& o, const Corpus& corpus, bool print) {
   setup.config.adamw.beta2 = 0.99;
   setup.config.adamw.weight_decay = o.weight_decay;
   setup.config.adamw.alpha = o.alpha;
+  setup.config.adamw.window_policy = o.policy == "keep"    ? compact::WindowPolicy::kKeep
+                                     : o.policy == "reset" ? compact::WindowPolicy::kReset
+                                                           : compact::WindowPolicy::kTransferFirst;
   Decoder model(o, corpus.vocab, &setup);
   torch::optim::AdamW torch_opt(
       model->parameters(), torch::optim::AdamWOptions(o.lr).betas({0.9, 0.99}).eps(1e-8).weight_decay(o.weight_decay));
@@ -522,7 +535,8 @@ std::vector<std::string> child_args(const Options& base, const std::string& opt,
                                     const std::string& sharing, const std::string& dist) {
   std::vector<std::string> a = {"--run", "--opt", opt};
   if (opt == "compact") {
-    a.insert(a.end(), {"--rank-div", std::to_string(div), "--sharing", sharing, "--dist", dist});
+    a.insert(a.end(),
+             {"--rank-div", std::to_string(div), "--sharing", sharing, "--dist", dist, "--policy", base.policy});
   }
   const auto num = [](double v) {
     std::ostringstream s;
@@ -580,14 +594,21 @@ std::string join_command(const std::string& exe, const std::vector<std::string>&
 
 void append_results(const Options& o, const RunResult& r, const std::string& command) {
   const std::string results = o.out_dir + "/results.csv", curves = o.out_dir + "/curves.csv";
+  const bool new_results = !std::filesystem::exists(results), new_curves = !std::filesystem::exists(curves);
   std::ofstream rf(results, std::ios::app), cf(curves, std::ios::app);
-  rf << r.name << ',' << o.opt << ',' << (o.opt == "full" ? 0 : o.d_model / o.rank_div) << ','
+  if (new_results) {
+    rf << "config,seed,optimizer,rank,rank_div,sharing,dist,steps,saved_block_linear_bytes,"
+          "estimated_block_linear_bytes,saved_linear_bytes,estimated_linear_bytes,peak_rss_mib,tokens_per_s,"
+          "first_loss,final_train_loss,final_val_loss,command\n";
+  }
+  if (new_curves) cf << "config,seed,step,train_loss,val_loss\n";
+  rf << r.name << ',' << o.seed << ',' << o.opt << ',' << (o.opt == "full" ? 0 : o.d_model / o.rank_div) << ','
      << (o.opt == "full" ? 0 : o.rank_div) << ',' << (o.opt == "full" ? "-" : o.sharing) << ','
      << (o.opt == "full" ? "-" : o.dist) << ',' << o.steps << ',' << r.counted_block_bytes << ','
      << r.estimated_block_bytes << ',' << r.counted_bytes << ',' << r.estimated_bytes << ',' << r.peak_rss_mib << ','
      << r.tokens_per_s << ',' << r.first_loss << ',' << r.final_train_loss << ',' << r.final_val_loss << ',' << command
      << '\n';
-  for (const auto& p : r.curve) cf << r.name << ',' << p[0] << ',' << p[1] << ',' << p[2] << '\n';
+  for (const auto& p : r.curve) cf << r.name << ',' << o.seed << ',' << p[0] << ',' << p[1] << ',' << p[2] << '\n';
 }
 
 int run_child(const std::string& exe, const std::vector<std::string>& args) {
@@ -627,57 +648,84 @@ std::vector<std::map<std::string, std::string>> read_results(const std::string& 
   return rows;
 }
 
+/// Mean and sample standard deviation.
+std::pair<double, double> mean_std(const std::vector<double>& v) {
+  double m = 0, q = 0;
+  for (double x : v) m += x;
+  m /= double(v.size());
+  for (double x : v) q += (x - m) * (x - m);
+  return {m, v.size() > 1 ? std::sqrt(q / double(v.size() - 1)) : 0.0};
+}
+
 int compare(const Options& o, const std::string& exe) {
   std::filesystem::create_directories(o.out_dir);
-  {
-    std::ofstream rf(o.out_dir + "/results.csv"), cf(o.out_dir + "/curves.csv");
-    rf << "config,optimizer,rank,rank_div,sharing,dist,steps,saved_block_linear_bytes,estimated_block_linear_bytes,"
-          "saved_linear_bytes,estimated_linear_bytes,peak_rss_mib,tokens_per_s,first_loss,final_train_loss,"
-          "final_val_loss,command\n";
-    cf << "config,step,train_loss,val_loss\n";
-  }
+  // Fresh CSVs for this comparison; every child appends its rows (and writes the header if first).
+  std::filesystem::remove(o.out_dir + "/results.csv");
+  std::filesystem::remove(o.out_dir + "/curves.csv");
   std::vector<std::string> dists = {"gaussian"};
   if (ct::srht_available()) dists.push_back("srht");
-  std::vector<std::vector<std::string>> runs = {child_args(o, "full", 0, "", "")};
+  std::vector<std::vector<std::string>> configs = {child_args(o, "full", 0, "", "")};
   const std::vector<index_t> divs = o.all ? std::vector<index_t>{2, 4, 8} : std::vector<index_t>{2};
   const std::vector<std::string> sharings =
       o.all ? std::vector<std::string>{"shared", "per-layer"} : std::vector<std::string>{"shared"};
   for (const std::string& dist : dists) {
     for (index_t div : divs) {
-      for (const std::string& sh : sharings) runs.push_back(child_args(o, "compact", div, sh, dist));
+      for (const std::string& sh : sharings) configs.push_back(child_args(o, "compact", div, sh, dist));
     }
   }
   int failures = 0;
-  for (const auto& args : runs) {
-    std::printf("\n$ %s\n", join_command(exe, args).c_str());
-    std::fflush(stdout);
-    if (run_child(exe, args) != 0) ++failures;
-  }
-  const auto rows = read_results(o.out_dir + "/results.csv");
-  std::printf("\n%-34s %8s %12s %9s %9s %10s %9s\n", "config", "rank", "block bytes", "vs full", "RSS MiB", "tok/s",
-              "val loss");
-  double full_bytes = 0, full_val = 0;
-  for (const auto& r : rows) {
-    if (r.at("config") == "full") {
-      full_bytes = std::stod(r.at("saved_block_linear_bytes"));
-      full_val = std::stod(r.at("final_val_loss"));
+  for (index_t k = 0; k < o.seeds; ++k) {
+    for (auto args : configs) {
+      const auto seed_flag = std::find(args.begin(), args.end(), std::string("--seed"));
+      *(seed_flag + 1) = std::to_string(o.seed + std::uint64_t(k));
+      std::printf("\n$ %s\n", join_command(exe, args).c_str());
+      std::fflush(stdout);
+      if (run_child(exe, args) != 0) ++failures;
     }
   }
+
+  // Summary per configuration (over seeds).
+  const auto rows = read_results(o.out_dir + "/results.csv");
+  std::vector<std::string> order;
+  std::map<std::string, std::vector<const std::map<std::string, std::string>*>> by_config;
   for (const auto& r : rows) {
-    const double bytes = std::stod(r.at("saved_block_linear_bytes"));
-    std::printf("%-34s %8s %12.0f %8.1f%% %9.1f %10.0f %9.4f\n", r.at("config").c_str(), r.at("rank").c_str(), bytes,
-                100.0 * bytes / full_bytes, std::stod(r.at("peak_rss_mib")), std::stod(r.at("tokens_per_s")),
-                std::stod(r.at("final_val_loss")));
+    if (by_config[r.at("config")].empty()) order.push_back(r.at("config"));
+    by_config[r.at("config")].push_back(&r);
+  }
+  const auto column = [&](const std::string& config, const char* key) {
+    std::vector<double> v;
+    for (const auto* r : by_config[config]) v.push_back(std::stod(r->at(key)));
+    return v;
+  };
+  if (by_config["full"].empty()) {
+    std::printf("no full-rank result: see the errors above\n");
+    return 1;
+  }
+  const double full_bytes = column("full", "saved_block_linear_bytes")[0];
+  const auto full_val = mean_std(column("full", "final_val_loss"));
+  std::printf("\n%-34s %5s %12s %8s %8s %9s %9s %16s\n", "config", "rank", "block bytes", "vs full", "RSS MiB", "tok/s",
+              "seeds", "val loss (sd)");
+  for (const std::string& c : order) {
+    const double bytes = column(c, "saved_block_linear_bytes")[0];
+    const auto rss = column(c, "peak_rss_mib");
+    const auto val = mean_std(column(c, "final_val_loss"));
+    std::printf("%-34s %5s %12.0f %7.1f%% %8.1f %9.0f %9zu %9.4f (%.4f)\n", c.c_str(),
+                by_config[c][0]->at("rank").c_str(), bytes, 100.0 * bytes / full_bytes,
+                *std::max_element(rss.begin(), rss.end()), mean_std(column(c, "tokens_per_s")).first,
+                by_config[c].size(), val.first, val.second);
   }
   std::printf(
-      "\nacceptance (r = n/2, shared sketches): block linear-input bytes <= 60%% of full rank, val loss "
-      "within 2%% of full rank\n");
-  for (const auto& r : rows) {
+      "\nacceptance (r = n/2, shared sketches): saved block linear inputs <= 60%% of full rank, and mean val loss "
+      "within 2%% of full rank's after the same %lld steps\n",
+      (long long)o.steps);
+  for (const std::string& c : order) {
+    const auto& r = *by_config[c][0];
     if (r.at("rank_div") != "2" || r.at("sharing") != "shared") continue;
-    const double ratio = std::stod(r.at("saved_block_linear_bytes")) / full_bytes;
-    const double dval = std::stod(r.at("final_val_loss")) / full_val - 1.0;
-    std::printf("  %-32s bytes %.1f%% %s   val loss %+.2f%% %s\n", r.at("config").c_str(), 100 * ratio,
-                ratio <= 0.6 ? "PASS" : "MISS", 100 * dval, dval <= 0.02 ? "PASS" : "MISS");
+    const double ratio = column(c, "saved_block_linear_bytes")[0] / full_bytes;
+    const double dval = mean_std(column(c, "final_val_loss")).first / full_val.first - 1.0;
+    std::printf("  %-32s bytes %.1f%% %s   val loss %+.2f%% %s   (full-rank seed sd %.2f%%)\n", c.c_str(), 100 * ratio,
+                ratio <= 0.6 ? "PASS" : "MISS", 100 * dval, dval <= 0.02 ? "PASS" : "MISS",
+                100 * full_val.second / full_val.first);
   }
   std::printf("\nresults: %s/results.csv, curves: %s/curves.csv\n", o.out_dir.c_str(), o.out_dir.c_str());
   return failures == 0 ? 0 : 1;
