@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <random>
 
 #if defined(_OPENMP)
@@ -111,6 +112,13 @@ TEST_CASE("SerialBlasScope runs OpenBLAS on one thread and restores the previous
     const compact::detail::SerialBlasScope scope;
     CHECK(openblas_get_num_threads() == 1);
   }
+  CHECK(openblas_get_num_threads() == 2);
+  // Overlapping scopes (as from two threads calling projectors): the count comes back only when the last one ends.
+  auto first = std::make_unique<compact::detail::SerialBlasScope>();
+  auto second = std::make_unique<compact::detail::SerialBlasScope>();
+  first.reset();
+  CHECK(openblas_get_num_threads() == 1);
+  second.reset();
   CHECK(openblas_get_num_threads() == 2);
 }
 

@@ -12,6 +12,7 @@
 /// results, only slower). Other CBLAS libraries must be linked in their sequential variant.
 
 #include <climits>
+#include <mutex>
 #include <type_traits>
 
 #include "compact/config.hpp"
@@ -51,27 +52,44 @@ void blas_gemm(index_t m, index_t n, index_t k, Scalar alpha, const Scalar* a, i
   }
 }
 
-/// While alive, OpenBLAS runs every call on the calling thread; the previous thread count is restored on exit.
+/// While alive, OpenBLAS runs every call on the calling thread; the previous thread count is restored when the
+/// last live scope ends (scopes may overlap across threads: a process-wide count decides who saves and restores).
 /// A no-op for other CBLAS libraries (link their sequential variant) and without COMPACT_USE_BLAS.
 class SerialBlasScope {
  public:
 #if defined(OPENBLAS_VERSION)
-  SerialBlasScope() : saved_(openblas_get_num_threads()) {
-    if (saved_ != 1) openblas_set_num_threads(1);
+  SerialBlasScope() {
+    Shared& s = shared();
+    const std::lock_guard<std::mutex> lock(s.mutex);
+    if (s.depth++ == 0) {
+      s.saved = openblas_get_num_threads();
+      if (s.saved != 1) openblas_set_num_threads(1);
+    }
   }
   ~SerialBlasScope() {
-    if (saved_ != 1) openblas_set_num_threads(saved_);
+    Shared& s = shared();
+    const std::lock_guard<std::mutex> lock(s.mutex);
+    if (--s.depth == 0 && s.saved != 1) openblas_set_num_threads(s.saved);
   }
-
- private:
-  int saved_;
 #else
   SerialBlasScope() {}
   ~SerialBlasScope() {}  // NOLINT(modernize-use-equals-default)
 #endif
- public:
   SerialBlasScope(const SerialBlasScope&) = delete;
   SerialBlasScope& operator=(const SerialBlasScope&) = delete;
+
+ private:
+#if defined(OPENBLAS_VERSION)
+  struct Shared {
+    std::mutex mutex;
+    int depth = 0;
+    int saved = 1;
+  };
+  static Shared& shared() {
+    static Shared s;
+    return s;
+  }
+#endif
 };
 
 #else

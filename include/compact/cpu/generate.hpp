@@ -47,12 +47,7 @@ inline GenerateIsa best_generate_isa() { return cpu_has_avx2_fma() ? GenerateIsa
 
 #if COMPACT_DETAIL_HAS_AVX2_PATH
 
-/// Eight Philox4x32-10 blocks at once: counters {block[s], row[s], w0, w1} for slots s = 0..7.
-///
-/// Each 256-bit register holds four blocks in 64-bit lanes (only the low 32 bits matter): vpmuludq then yields the
-/// full 32x32 -> 64-bit products of the reference directly. Slots (0, 1, 4, 5) live in `a`, (2, 3, 6, 7) in `b`,
-/// which is the order unpack{lo,hi}_epi32 produces and shuffle_ps(a, b, 2020) undoes. out[w] = output word w of
-/// every slot, 32-bit lanes in slot order.
+/// The ten Philox round keys, each broadcast to the four 64-bit lanes of a register.
 struct PhiloxRoundKeys {
   __m256i k0[10];
   __m256i k1[10];
@@ -78,6 +73,12 @@ COMPACT_DETAIL_TARGET_AVX2 inline __m256i join_slots(__m256i a, __m256i b) {
       _mm256_shuffle_ps(_mm256_castsi256_ps(a), _mm256_castsi256_ps(b), _MM_SHUFFLE(2, 0, 2, 0)));
 }
 
+/// Eight Philox4x32-10 blocks at once: counters {block[s], row[s], w0, w1} for slots s = 0..7.
+///
+/// Each 256-bit register holds four blocks in 64-bit lanes (only the low 32 bits matter): vpmuludq then yields the
+/// full 32x32 -> 64-bit products of the reference directly. Slots (0, 1, 4, 5) live in `a`, (2, 3, 6, 7) in `b`,
+/// which is the order unpack{lo,hi}_epi32 produces and shuffle_ps(a, b, 2020) undoes. out[w] = output word w of
+/// every slot, 32-bit lanes in slot order.
 COMPACT_DETAIL_TARGET_AVX2 inline void philox8(__m256i block, __m256i row, std::uint64_t window,
                                                const PhiloxRoundKeys& rk, __m256i out[4]) {
   const __m256i zero = _mm256_setzero_si256();
