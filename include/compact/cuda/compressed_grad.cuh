@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include "compact/config.hpp"
+#include "compact/core/launch_index.hpp"
 #include "compact/core/view.hpp"
 #include "compact/cuda/backend.cuh"
 #include "compact/cuda/check.cuh"
@@ -37,9 +38,10 @@ void compressed_grad(const Cuda& backend, MatrixView<const Scalar> dy, MatrixVie
                        "compressed_grad: cudaMemset2DAsync");
     return;
   }
-  // Column-major view: g^T (r x m) = z^T (r x B, ld z.row_stride) (dy^T)^T (B x m; dy^T is m x B, ld dy.row_stride).
-  detail::gemm_ex<Scalar>("compressed_grad", backend, CUBLAS_OP_N, CUBLAS_OP_T, g.cols, g.rows, dy.rows, 1.0f, z.data,
-                          z.row_stride, dy.data, dy.row_stride, b, g.data, g.row_stride);
+  detail::gemm_plan<Scalar>(
+      "compressed_grad", backend,
+      detail::compressed_grad_gemm(dy.rows, g.rows, g.cols, dy.row_stride, z.row_stride, g.row_stride), 1.0f, z.data,
+      dy.data, b, g.data);
 }
 
 }  // namespace compact

@@ -87,13 +87,12 @@ class DenseCudaProjector {
     check_no_overlap("Projector::sketch", "x", x, "z", z);
     if (x.rows == 0) return;
     Scalar* panel = static_cast<Scalar*>(workspace_.data);
-    const index_t w_max = panel_extent(n_, r_);
+    const index_t w_max = panel_extent(capacity(), n_, r_, kPanelAlign);
     for (index_t j0 = 0; j0 < r_; j0 += w_max) {
       const index_t w = std::min(w_max, r_ - j0);
       launch_dense_panel<Dist>(params_, PanelRect{0, n_, j0, j0 + w}, panel, w, backend_.stream);
-      // Column-major view: Z^T[j0:j0+w, :] (w x B) = Ppanel^T (w x n, ld w) X^T (n x B, ld x.row_stride).
-      gemm_ex<Scalar>("Projector::sketch", backend_, CUBLAS_OP_N, CUBLAS_OP_N, w, x.rows, n_, 1.0f, panel, w, x.data,
-                      x.row_stride, 0.0f, z.data + j0, z.row_stride);
+      gemm_plan<Scalar>("Projector::sketch", backend_, sketch_panel_gemm(x.rows, n_, j0, w, x.row_stride, z.row_stride),
+                        1.0f, panel, x.data, 0.0f, z.data);
     }
   }
 
@@ -106,14 +105,14 @@ class DenseCudaProjector {
     check_no_overlap("Projector::unsketch_grad", "g", g, "out", out);
     if (g.rows == 0) return;
     Scalar* panel = static_cast<Scalar*>(workspace_.data);
-    const index_t h_max = panel_extent(r_, n_);
+    const index_t h_max = panel_extent(capacity(), r_, n_, kPanelAlign);
     const float a = CudaScalar<Scalar>::to_float(alpha), b = CudaScalar<Scalar>::to_float(beta);
     for (index_t i0 = 0; i0 < n_; i0 += h_max) {
       const index_t h = std::min(h_max, n_ - i0);
       launch_dense_panel<Dist>(params_, PanelRect{i0, i0 + h, 0, r_}, panel, r_, backend_.stream);
-      // Column-major view: out^T[i0:i0+h, :] (h x m) = a (Ppanel^T)^T (h x r) G^T (r x m) + b out^T[i0:i0+h, :].
-      gemm_ex<Scalar>("Projector::unsketch_grad", backend_, CUBLAS_OP_T, CUBLAS_OP_N, h, g.rows, r_, a, panel, r_,
-                      g.data, g.row_stride, b, out.data + i0, out.row_stride);
+      gemm_plan<Scalar>("Projector::unsketch_grad", backend_,
+                        unsketch_panel_gemm(g.rows, r_, i0, h, g.row_stride, out.row_stride), a, panel, g.data, b,
+                        out.data);
     }
   }
 
@@ -124,13 +123,8 @@ class DenseCudaProjector {
   }
 
  private:
-  /// Panel extent along the dimension of size `extent` when the other dimension has `other` entries: as many as
-  /// the workspace holds, rounded down to kPanelAlign unless all `extent` fit.
-  index_t panel_extent(index_t other, index_t extent) const {
-    const index_t fit = static_cast<index_t>(workspace_.bytes / sizeof(Scalar)) / other;
-    if (fit >= extent) return extent;
-    return std::max(kPanelAlign, fit / kPanelAlign * kPanelAlign);
-  }
+  /// Entries of P the workspace holds (panel_extent in core/launch_index.hpp sizes the panels from it).
+  index_t capacity() const { return static_cast<index_t>(workspace_.bytes / sizeof(Scalar)); }
 
   index_t n_;
   index_t r_;

@@ -7,6 +7,7 @@
 #include <cublas_v2.h>
 
 #include "compact/config.hpp"
+#include "compact/core/launch_index.hpp"
 #include "compact/cuda/backend.cuh"
 #include "compact/cuda/check.cuh"
 #include "compact/cuda/scalar.cuh"
@@ -40,6 +41,14 @@ void gemm_ex(const char* fn, const Cuda& backend, cublasOperation_t op_a, cublas
                             &alpha, a, type, static_cast<int>(lda), b, type, static_cast<int>(ldb), &beta, c, type,
                             static_cast<int>(ldc), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                "cublasGemmEx");
+}
+
+/// Issues a GemmPlan (core/launch_index.hpp) on A = a, B = b, C = c with fp32 alpha, beta.
+template <class Scalar>
+void gemm_plan(const char* fn, const Cuda& backend, const GemmPlan& p, float alpha, const Scalar* a, const Scalar* b,
+               float beta, Scalar* c) {
+  gemm_ex<Scalar>(fn, backend, p.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, p.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, p.m, p.n,
+                  p.k, alpha, a + p.a_offset, p.lda, b + p.b_offset, p.ldb, beta, c + p.c_offset, p.ldc);
 }
 
 }  // namespace detail
