@@ -16,7 +16,9 @@
 #include "compact/core/tags.hpp"
 #include "compact/core/view.hpp"
 #include "compact/cpu/compressed_grad.hpp"
+#include "compact/cpu/dense_projector.hpp"
 #include "compact/cpu/eigen.hpp"
+#include "compact/cpu/srht_projector.hpp"
 
 namespace compact {
 
