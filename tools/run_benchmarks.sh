@@ -3,11 +3,11 @@
 # Builds and runs compact's CPU benchmark suite, prints the table of ratios (ours / baseline) against the targets of
 # DESIGN.md, and writes every median plus the table as JSON.
 #
-#   tools/run_benchmarks.sh                 # build in build-bench/, 3 repetitions, results in bench-results/
+#   tools/run_benchmarks.sh                 # build in build-bench/, 3 repetitions, results in build-bench/bench-results/
 #   REPS=5 FULL=1 tools/run_benchmarks.sh   # more repetitions, every B = 4096, n = 4096 shape
 #   SKIP_BUILD=1 BUILD_DIR=build-perf tools/run_benchmarks.sh   # reuse an existing build
 #
-# Environment: BUILD_DIR (build-bench), OUT_DIR (bench-results), REPS (3), MIN_TIME (0.2 s per repetition),
+# Environment: BUILD_DIR (build-bench), OUT_DIR ($BUILD_DIR/bench-results), REPS (3), MIN_TIME (0.2 s per repetition),
 # FULL (0/1: COMPACT_BENCH_FULL), FILTER (a --benchmark_filter regex), JOBS (2), SKIP_BUILD (0/1).
 # Medians over the repetitions; benchmarks are interleaved at random so that drift on a shared machine spreads over
 # ours and the baselines alike. One process per binary, so each ratio compares rows measured side by side.
@@ -16,7 +16,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD_DIR="${BUILD_DIR:-build-bench}"
 case "$BUILD_DIR" in /*) ;; *) BUILD_DIR="$ROOT/$BUILD_DIR" ;; esac
-OUT_DIR="${OUT_DIR:-$ROOT/bench-results}"
+OUT_DIR="${OUT_DIR:-$BUILD_DIR/bench-results}"
 REPS="${REPS:-3}"
 MIN_TIME="${MIN_TIME:-0.2}"
 JOBS="${JOBS:-2}"
