@@ -38,15 +38,16 @@ enum class FwhtPath { kAuto, kPortable, kAvx };
 
 namespace detail {
 
-/// Transforms of at most this many bytes run stage by stage in place (L1-resident); longer ones are split.
+/// Transforms of at most this many bytes run in place pass by pass (L1-resident); longer ones are split.
 inline constexpr std::size_t kFwhtBlockBytes = 16 * 1024;
 
+/// log2 of the number of T in kFwhtBlockBytes (12 for float, 11 for double).
 template <class T>
 inline constexpr int fwht_block_log2() {
-  return sizeof(T) == 4 ? 12 : 11;  // 16 KiB of T
+  int l = 0;
+  while ((sizeof(T) << (l + 1)) <= kFwhtBlockBytes) ++l;
+  return l;
 }
-static_assert((std::size_t{1} << fwht_block_log2<float>()) * sizeof(float) == kFwhtBlockBytes, "block size");
-static_assert((std::size_t{1} << fwht_block_log2<double>()) * sizeof(double) == kFwhtBlockBytes, "block size");
 
 // ---------------------------------------------------------------------------------------------------------------
 // Portable path: plain loops in the fixed butterfly order (the compiler vectorizes the stages with 2^s >= its

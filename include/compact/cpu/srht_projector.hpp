@@ -82,20 +82,15 @@ class Projector<Cpu, Srht, Scalar> {
     padded_ = next_pow2(n_);
     log_padded_ = log2_pow2(padded_);
     params_ = entry_params(state_, r_);
-    scale_ = static_cast<Scalar>(params_.scale);
     sample_ = srht_sample(state_, n_, r_);
-    sign_bits_.resize(static_cast<std::size_t>(n_));
     signs_.resize(static_cast<std::size_t>(n_));
     for (index_t b = 0; b * kSrhtSignBlockCols < n_; ++b) {
       const Words4x32 x = srht_sign_block(params_.key, params_.window, b);
       const index_t k1 = (b + 1) * kSrhtSignBlockCols < n_ ? (b + 1) * kSrhtSignBlockCols : n_;
       for (index_t k = b * kSrhtSignBlockCols; k < k1; ++k) {
-        const std::uint32_t bit = srht_sign_bit_in(x, k);
-        sign_bits_[static_cast<std::size_t>(k)] = static_cast<std::uint8_t>(bit);
-        signs_[static_cast<std::size_t>(k)] = bit ? Scalar(-1) : Scalar(1);
+        signs_[static_cast<std::size_t>(k)] = srht_sign_bit_in(x, k) ? Scalar(-1) : Scalar(1);
       }
     }
-    use_avx_ = detail::fwht_avx_available();
   }
 
   index_t in_dim() const { return n_; }
@@ -108,7 +103,7 @@ class Projector<Cpu, Srht, Scalar> {
   /// d_0 .. d_{n-1} as +-1 (padding rows k >= n never reach the output, so their signs are not kept).
   const std::vector<Scalar>& signs() const { return signs_; }
   /// The fp32 scale 1/sqrt(r) (rank_scale), converted to Scalar.
-  Scalar scale() const { return scale_; }
+  Scalar scale() const { return static_cast<Scalar>(params_.scale); }
   /// Scratch each thread uses during sketch/unsketch_grad: one buffer of n' Scalars.
   std::size_t scratch_bytes_per_thread() const { return static_cast<std::size_t>(padded_) * sizeof(Scalar); }
 
@@ -119,12 +114,13 @@ class Projector<Cpu, Srht, Scalar> {
     detail::check_no_overlap("Projector::sketch", "x", x, "z", z);
     if (x.rows == 0) return;
     std::vector<detail::AlignedScratch<Scalar>> scratch(static_cast<std::size_t>(detail::max_threads()));
+    const bool avx = detail::fwht_avx_available();
     const index_t tasks = (x.rows + kRowsPerTask - 1) / kRowsPerTask;
     detail::parallel_tasks(tasks, transform_flops(x.rows), [&](index_t t, int thread) {
       Scalar* buf = scratch[static_cast<std::size_t>(thread)].get(static_cast<std::size_t>(padded_));
       const index_t b1 = (t + 1) * kRowsPerTask < x.rows ? (t + 1) * kRowsPerTask : x.rows;
       for (index_t b = t * kRowsPerTask; b < b1; ++b)
-        sketch_row(x.data + b * x.row_stride, z.data + b * z.row_stride, buf);
+        sketch_row(x.data + b * x.row_stride, z.data + b * z.row_stride, buf, avx);
     });
   }
 
@@ -136,12 +132,13 @@ class Projector<Cpu, Srht, Scalar> {
     detail::check_no_overlap("Projector::unsketch_grad", "g", g, "out", out);
     if (g.rows == 0) return;
     std::vector<detail::AlignedScratch<Scalar>> scratch(static_cast<std::size_t>(detail::max_threads()));
+    const bool avx = detail::fwht_avx_available();
     const index_t tasks = (g.rows + kRowsPerTask - 1) / kRowsPerTask;
     detail::parallel_tasks(tasks, transform_flops(g.rows), [&](index_t t, int thread) {
       Scalar* buf = scratch[static_cast<std::size_t>(thread)].get(static_cast<std::size_t>(padded_));
       const index_t m1 = (t + 1) * kRowsPerTask < g.rows ? (t + 1) * kRowsPerTask : g.rows;
       for (index_t m = t * kRowsPerTask; m < m1; ++m) {
-        unsketch_row(g.data + m * g.row_stride, out.data + m * out.row_stride, alpha, beta, buf);
+        unsketch_row(g.data + m * g.row_stride, out.data + m * out.row_stride, alpha, beta, buf, avx);
       }
     });
   }
@@ -155,7 +152,7 @@ class Projector<Cpu, Srht, Scalar> {
       const index_t i1 = (t + 1) * kPanel < n_ ? (t + 1) * kPanel : n_;
       for (index_t i = t * kPanel; i < i1; ++i) {
         Scalar* row = p.data + i * p.row_stride;
-        const std::uint32_t d = sign_bits_[static_cast<std::size_t>(i)];
+        const std::uint32_t d = signs_[static_cast<std::size_t>(i)] < Scalar(0) ? 1u : 0u;
         for (index_t j = 0; j < r_; ++j) {
           row[j] = static_cast<Scalar>(srht_entry_from_sign(d, i, sample_[static_cast<std::size_t>(j)], params_.scale));
         }
@@ -191,23 +188,24 @@ class Projector<Cpu, Srht, Scalar> {
   double transform_flops(index_t rows) const { return double(rows) * double(padded_) * double(log_padded_ + 1); }
 
   /// z_row[j] = scale * (H pad(x_row . d))[S_j], using buf (n' Scalars).
-  void sketch_row(const Scalar* x_row, Scalar* z_row, Scalar* buf) const {
+  void sketch_row(const Scalar* x_row, Scalar* z_row, Scalar* buf, bool avx) const {
     const Scalar* d = signs_.data();
     for (index_t k = 0; k < n_; ++k) buf[k] = x_row[k] * d[k];  // exact: d_k = +-1
     for (index_t k = n_; k < padded_; ++k) buf[k] = Scalar(0);
-    detail::fwht_unchecked(buf, log_padded_, use_avx_);
+    detail::fwht_unchecked(buf, log_padded_, avx);
     const index_t* s = sample_.data();
-    for (index_t j = 0; j < r_; ++j) z_row[j] = buf[s[j]] * scale_;
+    const Scalar sc = scale();
+    for (index_t j = 0; j < r_; ++j) z_row[j] = buf[s[j]] * sc;
   }
 
   /// out_row[i] = alpha * (d_i * scale * (H scatter_S(g_row))[i]) (+ beta * out_row[i]), i < n.
-  void unsketch_row(const Scalar* g_row, Scalar* out_row, Scalar alpha, Scalar beta, Scalar* buf) const {
+  void unsketch_row(const Scalar* g_row, Scalar* out_row, Scalar alpha, Scalar beta, Scalar* buf, bool avx) const {
     std::memset(static_cast<void*>(buf), 0, static_cast<std::size_t>(padded_) * sizeof(Scalar));
     const index_t* s = sample_.data();
     for (index_t j = 0; j < r_; ++j) buf[s[j]] = g_row[j];
-    detail::fwht_unchecked(buf, log_padded_, use_avx_);
+    detail::fwht_unchecked(buf, log_padded_, avx);
     const Scalar* d = signs_.data();
-    const Scalar sc = scale_;
+    const Scalar sc = scale();
     if (beta == Scalar(0)) {
       for (index_t i = 0; i < n_; ++i) out_row[i] = alpha * (buf[i] * d[i] * sc);
     } else {
@@ -221,10 +219,7 @@ class Projector<Cpu, Srht, Scalar> {
   index_t padded_ = 1;
   int log_padded_ = 0;
   EntryParams params_{};
-  Scalar scale_ = Scalar(1);
-  bool use_avx_ = false;
   std::vector<index_t> sample_;
-  std::vector<std::uint8_t> sign_bits_;
   std::vector<Scalar> signs_;
 };
 
