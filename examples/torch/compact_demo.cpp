@@ -662,8 +662,7 @@ int compare(const Options& o, const std::string& exe) {
   // Fresh CSVs for this comparison; every child appends its rows (and writes the header if first).
   std::filesystem::remove(o.out_dir + "/results.csv");
   std::filesystem::remove(o.out_dir + "/curves.csv");
-  std::vector<std::string> dists = {"gaussian"};
-  if (ct::srht_available()) dists.push_back("srht");
+  const std::vector<std::string> dists = {"gaussian", "srht"};
   std::vector<std::vector<std::string>> configs = {child_args(o, "full", 0, "", "")};
   const std::vector<index_t> divs = o.all ? std::vector<index_t>{2, 4, 8} : std::vector<index_t>{2};
   const std::vector<std::string> sharings =
@@ -749,8 +748,7 @@ int smoke(Options o, const Corpus& corpus) {
   Options full = o;
   full.opt = "full";
   configs.push_back(full);
-  std::vector<std::string> dists = {"gaussian"};
-  if (ct::srht_available()) dists.push_back("srht");
+  const std::vector<std::string> dists = {"gaussian", "srht"};
   for (const std::string& dist : dists) {
     for (index_t div : {2, 4, 8}) {
       for (const char* sh : {"shared", "per-layer"}) {

@@ -12,12 +12,6 @@
 #include <torch/torch.h>
 
 #include <compact/compact.hpp>
-#if __has_include(<compact/cpu/srht_projector.hpp>)
-#include <compact/cpu/srht_projector.hpp>
-#define COMPACT_TORCH_HAS_SRHT 1
-#else
-#define COMPACT_TORCH_HAS_SRHT 0
-#endif
 
 #include <cstdint>
 #include <memory>
@@ -51,15 +45,10 @@ class SavedBytesCounter {
 /// Which distribution P has (chosen at run time; each maps to a compact tag type).
 enum class Dist { kGaussian, kRademacher, kSrht };
 
-inline bool srht_available() { return COMPACT_TORCH_HAS_SRHT != 0; }
-
 inline Dist parse_dist(const std::string& s) {
   if (s == "gaussian") return Dist::kGaussian;
   if (s == "rademacher") return Dist::kRademacher;
-  if (s == "srht") {
-    COMPACT_REQUIRE(srht_available(), "dist = srht: compact/cpu/srht_projector.hpp is not in this build");
-    return Dist::kSrht;
-  }
+  if (s == "srht") return Dist::kSrht;
   COMPACT_REQUIRE(false, "dist = '" << s << "' is not one of gaussian, rademacher, srht");
   return Dist::kGaussian;
 }
@@ -145,13 +134,9 @@ inline std::unique_ptr<CompressedOptimizer> make_compressed_optimizer(const Comp
     case Dist::kRademacher:
       return detail::make_for<compact::Rademacher>(c.optimizer, m, n, r, c.schedule, stream, c.adamw, c.sgd);
     case Dist::kSrht:
-#if COMPACT_TORCH_HAS_SRHT
       return detail::make_for<compact::Srht>(c.optimizer, m, n, r, c.schedule, stream, c.adamw, c.sgd);
-#else
-      break;
-#endif
   }
-  COMPACT_REQUIRE(false, "make_compressed_optimizer: dist " << dist_name(c.dist) << " is not in this build");
+  COMPACT_REQUIRE(false, "make_compressed_optimizer: unknown dist");
   return nullptr;
 }
 

@@ -19,10 +19,21 @@ def main():
     out = sys.argv[2] if len(sys.argv) > 2 else "docs/training.png"
     with open(f"{results_dir}/results.csv", newline="") as f:
         results = list(csv.DictReader(f))
-    curves = {}
+    # Several seeds per configuration are averaged: one curve and one bar per configuration.
+    sums = {}
     with open(f"{results_dir}/curves.csv", newline="") as f:
         for row in csv.DictReader(f):
-            curves.setdefault(row["config"], []).append((float(row["step"]), float(row["val_loss"])))
+            acc = sums.setdefault(row["config"], {}).setdefault(float(row["step"]), [0.0, 0])
+            acc[0] += float(row["val_loss"])
+            acc[1] += 1
+    curves = {c: sorted((step, s / n) for step, (s, n) in pts.items()) for c, pts in sums.items()}
+    merged = {}
+    for r in results:
+        m = merged.setdefault(r["config"], dict(r, vals=[]))
+        m["vals"].append(float(r["final_val_loss"]))
+    for m in merged.values():
+        m["final_val_loss"] = str(sum(m["vals"]) / len(m["vals"]))
+    results = list(merged.values())
 
     fig, (ax_loss, ax_mem) = plt.subplots(1, 2, figsize=(15, 6), gridspec_kw={"width_ratios": [1.2, 1]})
     styles = {"shared": "-", "per-layer": "--", "-": "-"}

@@ -78,7 +78,6 @@ TEST_CASE("CompressedLinear returns y, dx and db exactly and stores only the tok
   torch::GradMode::set_enabled(false);
 }
 
-#if COMPACT_TORCH_HAS_SRHT
 TEST_CASE("with r = n and an orthogonal SRHT P, CompressedSgd trains exactly like SGD with momentum") {
   // n = 32 is a power of two, so P = D H S / sqrt(n) is orthogonal: P Pᵀ = I, the decompressed gradient Ĝ Pᵀ =
   // dyᵀ x P Pᵀ is the true gradient and the momentum buffer B Pᵀ evolves like torch's. Windows change every 5
@@ -158,11 +157,6 @@ TEST_CASE("with r = n and an orthogonal SRHT P, CompressedAdamW tracks full-rank
   CHECK(loss < first / 5);
   CHECK(loss_ref < first / 5);
 }
-#else
-TEST_CASE("the orthogonal-P training match needs compact/cpu/srht_projector.hpp") {
-  MESSAGE("SRHT projector not in this build: the r = n orthogonal-P training tests are not compiled");
-}
-#endif
 
 TEST_CASE("two micro-batches accumulate into one compressed step equal to the full-batch step") {
   // Ĝ = dy1ᵀ z1 + dy2ᵀ z2 = dyᵀ z over the concatenated batch, P fixed within the step; float GEMM rounding
