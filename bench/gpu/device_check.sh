@@ -34,7 +34,9 @@ nvcc=${CUDACXX:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
 start=$(date +%s)
 status_build=fail status_test=fail status_bench=skipped status_torch=skipped
 
-{ nvidia-smi || true; "$nvcc" --version || true; } > "$logs/env.log" 2>&1
+# Seven files at most go to $logs (a device lease brings back eight): build.log (environment, configure, build),
+# test.log, bench.log, bench.json, torch.log, torch.json, summary.txt.
+{ nvidia-smi || true; "$nvcc" --version || true; } > "$logs/build.log" 2>&1
 
 # --- build: CMake if the project configures here, else nvcc directly ---------------------------------------
 cmake_ok=0
@@ -42,13 +44,13 @@ if [ -z "${COMPACT_FORCE_NVCC:-}" ] && command -v cmake > /dev/null; then
   gen=""; command -v ninja > /dev/null && gen="-G Ninja"
   if cmake -S "$root" -B "$build" $gen -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
        -DCMAKE_CUDA_COMPILER="$nvcc" -DCOMPACT_BUILD_EXAMPLES=OFF -DCOMPACT_INSTALL=OFF \
-       -DCMAKE_PREFIX_PATH="$deps" > "$logs/configure.log" 2>&1; then
+       -DCMAKE_PREFIX_PATH="$deps" >> "$logs/build.log" 2>&1; then
     cmake_ok=1
   fi
 fi
 mkdir -p "$build"
 if [ $cmake_ok = 1 ]; then
-  cmake --build "$build" --target test_cuda_backend bench_cuda -j "$jobs" > "$logs/build.log" 2>&1 && status_build=cmake
+  cmake --build "$build" --target test_cuda_backend bench_cuda -j "$jobs" >> "$logs/build.log" 2>&1 && status_build=cmake
   test_bin="$build/tests/test_cuda_backend"
   bench_bin="$build/bench/gpu/bench_cuda"
 else
@@ -58,7 +60,7 @@ else
   test_bin="$build/test_cuda_backend"
   bench_bin="$build/bench_cuda"
   {
-    echo "CMake configure failed or absent (see configure.log): building with $nvcc directly"
+    echo "CMake configure failed or absent (see above): building with $nvcc directly"
     "$nvcc" $flags tests/cuda/test_cuda_backend.cu -o "$test_bin" -lcublas &
     pid_test=$!
     "$nvcc" $flags bench/gpu/bench_cuda.cu -o "$bench_bin" -L"$deps/lib" -Xlinker -rpath="$deps/lib" -lbenchmark \
@@ -66,7 +68,7 @@ else
     pid_bench=$!
     wait $pid_test && status_build=nvcc
     wait $pid_bench || { echo "bench_cuda did not build (Google Benchmark missing?)"; rm -f "$bench_bin"; }
-  } > "$logs/build.log" 2>&1
+  } >> "$logs/build.log" 2>&1
 fi
 build_s=$(( $(date +%s) - start ))
 
