@@ -24,8 +24,10 @@ FILTER="${FILTER:-.}"
 export COMPACT_BENCH_FULL="${FULL:-0}"
 
 if [[ "${SKIP_BUILD:-0}" != 1 ]]; then
-  cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCOMPACT_ENABLE_CUDA=OFF \
-    -DCOMPACT_BUILD_TESTS=OFF -DCOMPACT_BUILD_EXAMPLES=OFF -DCOMPACT_BUILD_BENCHMARKS=ON >/dev/null
+  if [[ ! -f "$BUILD_DIR/CMakeCache.txt" ]]; then  # a new build directory: benchmarks only
+    cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCOMPACT_ENABLE_CUDA=OFF \
+      -DCOMPACT_BUILD_TESTS=OFF -DCOMPACT_BUILD_EXAMPLES=OFF -DCOMPACT_BUILD_BENCHMARKS=ON >/dev/null
+  fi
   targets=(bench_generate bench_sketch)
   for optional in bench_sketch_blas bench_fwht; do
     if cmake --build "$BUILD_DIR" --target help | grep -q "^$optional:"; then targets+=("$optional"); fi
@@ -39,6 +41,7 @@ for bench in bench_generate bench_sketch bench_sketch_blas bench_fwht; do
   exe="$BUILD_DIR/bench/$bench"
   [[ -x "$exe" ]] || continue
   echo "== $bench (repetitions: $REPS)" >&2
+  rm -f "$OUT_DIR/$bench.json"
   "$exe" --benchmark_filter="$FILTER" --benchmark_repetitions="$REPS" --benchmark_min_time="$MIN_TIME" \
     --benchmark_report_aggregates_only=true --benchmark_enable_random_interleaving=true \
     --benchmark_out="$OUT_DIR/$bench.json" --benchmark_out_format=json >&2
@@ -53,8 +56,11 @@ summary_path, inputs = sys.argv[1], sys.argv[2:]
 med = {}      # benchmark name (without /real_time) -> median entry
 context = {}
 for path in inputs:
-    with open(path) as f:
-        data = json.load(f)
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except (OSError, ValueError):  # no benchmark matched FILTER in this binary
+        continue
     context = context or data.get("context", {})
     single = {}
     for b in data["benchmarks"]:
