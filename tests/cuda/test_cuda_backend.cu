@@ -408,6 +408,9 @@ TEST_CASE("bad input is refused with compact::error before any work is issued") 
   CHECK_THROWS_AS(p.sketch(MatrixView<const float>(xp, 10, 64), MatrixView<float>(xp + 5, 10, 16)), compact::error);
   CHECK_THROWS_AS(p.unsketch_grad(MatrixView<const float>(zp, 10, 16), MatrixView<float>(xp, 10, 65)), compact::error);
   CHECK_THROWS_AS(p.materialize(MatrixView<float>(thrust::raw_pointer_cast(big.data()), 64, 15)), compact::error);
+  // A row stride beyond cuBLAS's int range is refused up front (one row, so the views do not overlap).
+  CHECK_THROWS_AS(p.sketch(MatrixView<const float>(xp, 1, 64, index_t{1} << 32), MatrixView<float>(zp, 1, 16)),
+                  compact::error);
   const G no_handle(64, 16, {}, compact::Cuda{be.stream, nullptr}, w);
   CHECK_THROWS_AS(no_handle.sketch(MatrixView<const float>(xp, 10, 64), MatrixView<float>(zp, 10, 16)), compact::error);
   CHECK_THROWS_AS(compact::compressed_grad<float>(be, MatrixView<const float>(xp, 10, 64),

@@ -88,6 +88,7 @@ class DenseCudaProjector {
     if (x.rows == 0) return;
     Scalar* panel = static_cast<Scalar*>(workspace_.data);
     const index_t w_max = panel_extent(capacity(), n_, r_, kPanelAlign);
+    check_gemm_plan("Projector::sketch", backend_, sketch_panel_gemm(x.rows, n_, 0, w_max, x.row_stride, z.row_stride));
     for (index_t j0 = 0; j0 < r_; j0 += w_max) {
       const index_t w = std::min(w_max, r_ - j0);
       launch_dense_panel<Dist>(params_, PanelRect{0, n_, j0, j0 + w}, panel, w, backend_.stream);
@@ -106,6 +107,8 @@ class DenseCudaProjector {
     if (g.rows == 0) return;
     Scalar* panel = static_cast<Scalar*>(workspace_.data);
     const index_t h_max = panel_extent(capacity(), r_, n_, kPanelAlign);
+    check_gemm_plan("Projector::unsketch_grad", backend_,
+                    unsketch_panel_gemm(g.rows, r_, 0, h_max, g.row_stride, out.row_stride));
     const float a = CudaScalar<Scalar>::to_float(alpha), b = CudaScalar<Scalar>::to_float(beta);
     for (index_t i0 = 0; i0 < n_; i0 += h_max) {
       const index_t h = std::min(h_max, n_ - i0);

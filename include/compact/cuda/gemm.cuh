@@ -43,6 +43,18 @@ void gemm_ex(const char* fn, const Cuda& backend, cublasOperation_t op_a, cublas
                "cublasGemmEx");
 }
 
+/// Checks, before any work of an operation is enqueued, what gemm_ex would refuse for `p` (a missing cuBLAS handle,
+/// sizes or leading dimensions beyond int), so an operation fails whole rather than after its first panel.
+inline void check_gemm_plan(const char* fn, const Cuda& backend, const GemmPlan& p) {
+  COMPACT_REQUIRE(backend.cublas != nullptr, fn << ": the Cuda backend has no cuBLAS handle (Cuda::cublas is null)");
+  check_int(fn, "m", p.m);
+  check_int(fn, "n", p.n);
+  check_int(fn, "k", p.k);
+  check_int(fn, "lda", p.lda);
+  check_int(fn, "ldb", p.ldb);
+  check_int(fn, "ldc", p.ldc);
+}
+
 /// Issues a GemmPlan (core/launch_index.hpp) on A = a, B = b, C = c with fp32 alpha, beta.
 template <class Scalar>
 void gemm_plan(const char* fn, const Cuda& backend, const GemmPlan& p, float alpha, const Scalar* a, const Scalar* b,
