@@ -382,6 +382,37 @@ TEST_CASE_TEMPLATE("compressed_grad equals dy^T z + beta g within the fp32 bound
   }
 }
 
+TEST_CASE("the device_vector overloads give the same bits as the MatrixView calls and refuse ragged sizes") {
+  using T = __nv_bfloat16;
+  const index_t batch = 6, n = 200, r = 50, m = 7;
+  Fixture<compact::Gaussian, T> f(n, r, SketchState{1, 2, 3});
+  const thrust::device_vector<T> x = upload(random_scalars<T>(std::size_t(batch * n), 1));
+  const thrust::device_vector<T> g = upload(random_scalars<T>(std::size_t(m * r), 2));
+  const thrust::device_vector<T> dy = upload(random_scalars<T>(std::size_t(batch * m), 3));
+  thrust::device_vector<T> z1(std::size_t(batch * r)), z2(z1.size()), o1(std::size_t(m * n)), o2(o1.size());
+  thrust::device_vector<T> g1(std::size_t(m * r)), g2(g1.size());
+  compact::sketch(f.projector, x, z1);
+  f.projector.sketch(compact::device_view(x, batch, n), compact::device_view(z2, batch, r));
+  compact::unsketch_grad(f.projector, g, o1);
+  f.projector.unsketch_grad(compact::device_view(g, m, r), compact::device_view(o2, m, n));
+  compact::compressed_grad(gpu().backend, dy, z1, g1, batch);
+  compact::compressed_grad<T>(gpu().backend, compact::device_view(dy, batch, m), compact::device_view(z1, batch, r),
+                              compact::device_view(g2, m, r));
+  const auto same = [](const thrust::device_vector<T>& a, const thrust::device_vector<T>& b) {
+    const std::vector<T> ha = download(a), hb = download(b);
+    index_t diff = 0;
+    for (std::size_t k = 0; k < ha.size(); ++k) diff += bits(ha[k]) != bits(hb[k]);
+    return diff;
+  };
+  CHECK(same(z1, z2) == 0);
+  CHECK(same(o1, o2) == 0);
+  CHECK(same(g1, g2) == 0);
+  thrust::device_vector<T> ragged(std::size_t(batch * n + 1));
+  CHECK_THROWS_AS(compact::sketch(f.projector, ragged, z1), compact::error);
+  CHECK_THROWS_AS(compact::sketch(f.projector, x, ragged), compact::error);
+  CHECK_THROWS_AS(compact::compressed_grad(gpu().backend, dy, z1, g1, 0), compact::error);
+}
+
 TEST_CASE("bad input is refused with compact::error before any work is issued") {
   using G = compact::Projector<compact::Cuda, compact::Gaussian, float>;
   using S = compact::Projector<compact::Cuda, compact::Srht, float>;
