@@ -3,7 +3,10 @@
 #include <doctest/doctest.h>
 
 #include <compact/compact.hpp>
+
 #include <compact/cpu/optimizer.hpp>
+
+#include "support.hpp"
 
 // Every CPU projector the optimizers must work with.
 #define COMPACT_TEST_DISTS compact::Gaussian, compact::Rademacher, compact::Srht
@@ -20,15 +23,8 @@ namespace {
 using compact::index_t;
 using compact::RowMatrix;
 using compact::WindowPolicy;
-
-template <class Scalar>
-RowMatrix<Scalar> random_matrix(index_t rows, index_t cols, std::uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::normal_distribution<double> normal(0.0, 1.0);
-  RowMatrix<Scalar> a(rows, cols);
-  for (index_t i = 0; i < a.size(); ++i) a.data()[i] = static_cast<Scalar>(normal(gen));
-  return a;
-}
+using compact_test::error_of;
+using compact_test::random_matrix;
 
 /// Naive CompressedAdamW: P materialized, the m x n update N Pᵀ and (for kTransferFirst) M P_oldᵀ formed explicitly.
 template <class Dist, class Scalar>
@@ -105,15 +101,6 @@ double run_against_reference(compact::AdamWOptions o, int steps, int micro, std:
                                             std::max(1.0, double(ref.V.cwiseAbs().maxCoeff())));
   }
   return double((w - w_ref).cwiseAbs().maxCoeff()) / double(w_ref.cwiseAbs().maxCoeff());
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const compact::error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 }  // namespace

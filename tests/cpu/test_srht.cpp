@@ -5,6 +5,8 @@
 
 #include <compact/compact.hpp>
 
+#include "support.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -22,22 +24,13 @@ using compact::index_t;
 using compact::RowMatrix;
 using compact::SketchState;
 using compact::Srht;
+using compact_test::random_matrix;
 
 namespace {
 
 template <class Scalar>
 using SrhtCpu = compact::Projector<compact::Cpu, Srht, Scalar>;
 using LongMatrix = Eigen::Matrix<long double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-
-template <class Scalar>
-RowMatrix<Scalar> random_matrix(index_t rows, index_t cols, std::uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::normal_distribution<double> normal(0.0, 1.0);
-  RowMatrix<Scalar> m(rows, cols);
-  for (index_t i = 0; i < rows; ++i)
-    for (index_t j = 0; j < cols; ++j) m(i, j) = static_cast<Scalar>(normal(gen));
-  return m;
-}
 
 template <class Scalar>
 LongMatrix widen(const RowMatrix<Scalar>& m) {

@@ -1,0 +1,34 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+/// Helpers shared by the CPU tests: seeded random matrices and the message of a thrown compact::error.
+
+#include <compact/compact.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <random>
+#include <string>
+
+namespace compact_test {
+
+/// rows x cols matrix of N(0, 1) samples from std::mt19937(seed), drawn in row-major order.
+template <class Scalar>
+compact::RowMatrix<Scalar> random_matrix(compact::index_t rows, compact::index_t cols, std::uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  compact::RowMatrix<Scalar> m(rows, cols);
+  for (compact::index_t i = 0; i < m.size(); ++i) m.data()[i] = static_cast<Scalar>(normal(gen));
+  return m;
+}
+
+/// The message of the compact::error that f throws, or "" when it throws none.
+inline std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const compact::error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace compact_test
