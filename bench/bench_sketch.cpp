@@ -212,6 +212,12 @@ void register_all() {
 }  // namespace
 
 int main(int argc, char** argv) {
+#if defined(COMPACT_BENCH_HAS_TORCH)
+  // libtorch's lazy intra-op initialisation (on its first op) resets OpenMP's thread count for the calling thread,
+  // which would leave every later OpenMP row (compact, Eigen's GEMM) on fewer threads than the rows before it. Pin
+  // libtorch and OpenMP to the same count up front so that every row, ours and the baselines, uses the same cores.
+  torch::set_num_threads(compact::detail::max_threads());
+#endif
   register_all();
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
