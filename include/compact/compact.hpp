@@ -22,6 +22,8 @@
 #if !defined(__CUDACC__)
 // CPU backend (Eigen).
 #include "compact/cpu/eigen.hpp"
+#include "compact/cpu/blas.hpp"
+#include "compact/cpu/generate.hpp"
 #include "compact/cpu/dense_projector.hpp"
 #include "compact/cpu/fwht.hpp"
 #include "compact/cpu/srht_projector.hpp"
