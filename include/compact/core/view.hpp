@@ -80,5 +80,17 @@ inline void check_no_overlap(const char* fn, const char* in_name, const MatrixVi
                   fn << ": output " << out_name << " overlaps input " << in_name << " in memory");
 }
 
+/// The argument checks of compressed_grad on every backend: dy is B x m, z is B x r, g is m x r, and g overlaps
+/// neither input.
+template <class Scalar>
+inline void check_compressed_grad_args(const MatrixView<const Scalar>& dy, const MatrixView<const Scalar>& z,
+                                       const MatrixView<Scalar>& g) {
+  check_view("compressed_grad", "dy", dy, -1, "", -1, "");
+  check_view("compressed_grad", "z", z, dy.rows, "dy.rows", -1, "");
+  check_view("compressed_grad", "g", g, dy.cols, "dy.cols", z.cols, "z.cols");
+  check_no_overlap("compressed_grad", "dy", dy, "g", g);
+  check_no_overlap("compressed_grad", "z", z, "g", g);
+}
+
 }  // namespace detail
 }  // namespace compact

@@ -20,11 +20,7 @@ void compressed_grad(Cpu, MatrixView<const Scalar> dy, MatrixView<const Scalar> 
                      Scalar beta = Scalar(0)) {
   static_assert(std::is_same_v<Scalar, float> || std::is_same_v<Scalar, double>,
                 "compact::compressed_grad(Cpu, ...): Scalar must be float or double");
-  detail::check_view("compressed_grad", "dy", dy, -1, "", -1, "");
-  detail::check_view("compressed_grad", "z", z, dy.rows, "dy.rows", -1, "");
-  detail::check_view("compressed_grad", "g", g, dy.cols, "dy.cols", z.cols, "z.cols");
-  detail::check_no_overlap("compressed_grad", "dy", dy, "g", g);
-  detail::check_no_overlap("compressed_grad", "z", z, "g", g);
+  detail::check_compressed_grad_args(dy, z, g);
   if (g.empty()) return;
   constexpr index_t kRows = 128;
   const auto DY = detail::as_eigen(dy);

@@ -23,11 +23,7 @@ void compressed_grad(const Cuda& backend, MatrixView<const Scalar> dy, MatrixVie
                      Scalar beta = Scalar(0.0f)) {
   static_assert(detail::is_cuda_scalar<Scalar>,
                 "compact::compressed_grad(Cuda, ...): Scalar must be float, __half or __nv_bfloat16");
-  detail::check_view("compressed_grad", "dy", dy, -1, "", -1, "");
-  detail::check_view("compressed_grad", "z", z, dy.rows, "dy.rows", -1, "");
-  detail::check_view("compressed_grad", "g", g, dy.cols, "dy.cols", z.cols, "z.cols");
-  detail::check_no_overlap("compressed_grad", "dy", dy, "g", g);
-  detail::check_no_overlap("compressed_grad", "z", z, "g", g);
+  detail::check_compressed_grad_args(dy, z, g);
   if (g.empty()) return;
   const float b = detail::CudaScalar<Scalar>::to_float(beta);
   if (dy.rows == 0 && b == 0.0f) {
