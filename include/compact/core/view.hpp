@@ -80,6 +80,24 @@ inline void check_no_overlap(const char* fn, const char* in_name, const MatrixVi
                   fn << ": output " << out_name << " overlaps input " << in_name << " in memory");
 }
 
+/// The argument checks of Projector::sketch on every backend: x is B x n, z is B x r, z does not overlap x.
+template <class Scalar>
+inline void check_sketch_args(const MatrixView<const Scalar>& x, const MatrixView<Scalar>& z, index_t n, index_t r) {
+  check_view("Projector::sketch", "x", x, -1, "", n, "n");
+  check_view("Projector::sketch", "z", z, x.rows, "x.rows", r, "r");
+  check_no_overlap("Projector::sketch", "x", x, "z", z);
+}
+
+/// The argument checks of Projector::unsketch_grad on every backend: g is m x r, out is m x n, out does not
+/// overlap g.
+template <class Scalar>
+inline void check_unsketch_args(const MatrixView<const Scalar>& g, const MatrixView<Scalar>& out, index_t n,
+                                index_t r) {
+  check_view("Projector::unsketch_grad", "g", g, -1, "", r, "r");
+  check_view("Projector::unsketch_grad", "out", out, g.rows, "g.rows", n, "n");
+  check_no_overlap("Projector::unsketch_grad", "g", g, "out", out);
+}
+
 /// The argument checks of compressed_grad on every backend: dy is B x m, z is B x r, g is m x r, and g overlaps
 /// neither input.
 template <class Scalar>

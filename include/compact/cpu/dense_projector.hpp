@@ -70,9 +70,7 @@ class DenseCpuProjector {
 
   /// z = x P. x: B x n, z: B x r (row-major, any row strides, z must not overlap x).
   void sketch(MatrixView<const Scalar> x, MatrixView<Scalar> z) const {
-    check_view("Projector::sketch", "x", x, -1, "", n_, "n");
-    check_view("Projector::sketch", "z", z, x.rows, "x.rows", r_, "r");
-    check_no_overlap("Projector::sketch", "x", x, "z", z);
+    check_sketch_args(x, z, n_, r_);
     if (x.rows == 0) return;
     const index_t b = x.rows, width = panel_width();
     const std::unique_ptr<Scalar[]> panel(new Scalar[static_cast<std::size_t>(n_ * width)]);  // uninitialized
@@ -93,9 +91,7 @@ class DenseCpuProjector {
   /// out = alpha g P^T + beta out. g: m x r, out: m x n. With beta = 0, out is written without being read.
   void unsketch_grad(MatrixView<const Scalar> g, MatrixView<Scalar> out, Scalar alpha = Scalar(1),
                      Scalar beta = Scalar(0)) const {
-    check_view("Projector::unsketch_grad", "g", g, -1, "", r_, "r");
-    check_view("Projector::unsketch_grad", "out", out, g.rows, "g.rows", n_, "n");
-    check_no_overlap("Projector::unsketch_grad", "g", g, "out", out);
+    check_unsketch_args(g, out, n_, r_);
     if (g.rows == 0) return;
     const index_t m = g.rows, height = panel_height();
     const std::unique_ptr<Scalar[]> panel(new Scalar[static_cast<std::size_t>(height * r_)]);  // uninitialized

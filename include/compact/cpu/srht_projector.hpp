@@ -109,9 +109,7 @@ class Projector<Cpu, Srht, Scalar> {
 
   /// z = x P. x: B x n, z: B x r (row-major, any row strides, z must not overlap x).
   void sketch(MatrixView<const Scalar> x, MatrixView<Scalar> z) const {
-    detail::check_view("Projector::sketch", "x", x, -1, "", n_, "n");
-    detail::check_view("Projector::sketch", "z", z, x.rows, "x.rows", r_, "r");
-    detail::check_no_overlap("Projector::sketch", "x", x, "z", z);
+    detail::check_sketch_args(x, z, n_, r_);
     if (x.rows == 0) return;
     std::vector<detail::AlignedScratch<Scalar>> scratch(static_cast<std::size_t>(detail::max_threads()));
     const bool avx = detail::fwht_avx_available();
@@ -127,9 +125,7 @@ class Projector<Cpu, Srht, Scalar> {
   /// out = alpha g P^T + beta out. g: m x r, out: m x n. With beta = 0, out is written without being read.
   void unsketch_grad(MatrixView<const Scalar> g, MatrixView<Scalar> out, Scalar alpha = Scalar(1),
                      Scalar beta = Scalar(0)) const {
-    detail::check_view("Projector::unsketch_grad", "g", g, -1, "", r_, "r");
-    detail::check_view("Projector::unsketch_grad", "out", out, g.rows, "g.rows", n_, "n");
-    detail::check_no_overlap("Projector::unsketch_grad", "g", g, "out", out);
+    detail::check_unsketch_args(g, out, n_, r_);
     if (g.rows == 0) return;
     std::vector<detail::AlignedScratch<Scalar>> scratch(static_cast<std::size_t>(detail::max_threads()));
     const bool avx = detail::fwht_avx_available();

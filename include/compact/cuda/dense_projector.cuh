@@ -82,9 +82,7 @@ class DenseCudaProjector {
   /// z = x P. x: B x n, z: B x r, device memory, row-major with any row strides; z must not overlap x.
   /// Asynchronous on backend().stream.
   void sketch(MatrixView<const Scalar> x, MatrixView<Scalar> z) const {
-    check_view("Projector::sketch", "x", x, -1, "", n_, "n");
-    check_view("Projector::sketch", "z", z, x.rows, "x.rows", r_, "r");
-    check_no_overlap("Projector::sketch", "x", x, "z", z);
+    check_sketch_args(x, z, n_, r_);
     if (x.rows == 0) return;
     Scalar* panel = static_cast<Scalar*>(workspace_.data);
     const index_t w_max = panel_extent(capacity(), n_, r_, kPanelAlign);
@@ -101,9 +99,7 @@ class DenseCudaProjector {
   /// Asynchronous on backend().stream.
   void unsketch_grad(MatrixView<const Scalar> g, MatrixView<Scalar> out, Scalar alpha = Scalar(1.0f),
                      Scalar beta = Scalar(0.0f)) const {
-    check_view("Projector::unsketch_grad", "g", g, -1, "", r_, "r");
-    check_view("Projector::unsketch_grad", "out", out, g.rows, "g.rows", n_, "n");
-    check_no_overlap("Projector::unsketch_grad", "g", g, "out", out);
+    check_unsketch_args(g, out, n_, r_);
     if (g.rows == 0) return;
     Scalar* panel = static_cast<Scalar*>(workspace_.data);
     const index_t h_max = panel_extent(capacity(), r_, n_, kPanelAlign);

@@ -235,9 +235,7 @@ class Projector<Cuda, Srht, Scalar> {
 
   /// z = x P = scale FWHT(pad(x (.) d))[S]. x: B x n, z: B x r, device memory, z not overlapping x.
   void sketch(MatrixView<const Scalar> x, MatrixView<Scalar> z) const {
-    detail::check_view("Projector::sketch", "x", x, -1, "", n_, "n");
-    detail::check_view("Projector::sketch", "z", z, x.rows, "x.rows", r_, "r");
-    detail::check_no_overlap("Projector::sketch", "x", x, "z", z);
+    detail::check_sketch_args(x, z, n_, r_);
     if (x.rows == 0) return;
     const detail::SrhtDeviceData d = device_data();
     if (d.shape.log2_elems > 4) {
@@ -250,9 +248,7 @@ class Projector<Cuda, Srht, Scalar> {
   /// out = alpha g P^T + beta out. g: m x r, out: m x n, device memory; with beta = 0 out is not read.
   void unsketch_grad(MatrixView<const Scalar> g, MatrixView<Scalar> out, Scalar alpha = Scalar(1.0f),
                      Scalar beta = Scalar(0.0f)) const {
-    detail::check_view("Projector::unsketch_grad", "g", g, -1, "", r_, "r");
-    detail::check_view("Projector::unsketch_grad", "out", out, g.rows, "g.rows", n_, "n");
-    detail::check_no_overlap("Projector::unsketch_grad", "g", g, "out", out);
+    detail::check_unsketch_args(g, out, n_, r_);
     if (g.rows == 0) return;
     const detail::SrhtDeviceData d = device_data();
     const float a = detail::CudaScalar<Scalar>::to_float(alpha), b = detail::CudaScalar<Scalar>::to_float(beta);
