@@ -6,6 +6,7 @@
 #include <benchmark/benchmark.h>
 
 #include <cstdio>
+#include <utility>
 #include <vector>
 
 #include <compact/compact.hpp>
@@ -49,6 +50,24 @@ Gpu& gpu() {
   return g;
 }
 
+/// Mean milliseconds per call of `work` and of `baseline`, timed alternately in every iteration of `state` (so both
+/// see the same clocks and temperature) after one warm-up call each; the iteration time reported is work's.
+template <class Work, class Baseline>
+std::pair<double, double> time_against(benchmark::State& state, Work&& work, Baseline&& baseline) {
+  Gpu& g = gpu();
+  work();
+  baseline();
+  double work_ms = 0, baseline_ms = 0;
+  for (auto _ : state) {
+    const double t = g.time_ms(work);
+    baseline_ms += g.time_ms(baseline);
+    work_ms += t;
+    state.SetIterationTime(t * 1e-3);
+  }
+  const double iters = double(state.iterations());
+  return {work_ms / iters, baseline_ms / iters};
+}
+
 /// Device buffer of `count` values filled with a fixed pattern (bf16 in [-1, 1)).
 template <class T>
 thrust::device_vector<T> filled(std::size_t count) {
@@ -80,19 +99,10 @@ void BM_Sketch_Cuda(benchmark::State& state) {
     compact::detail::gemm_ex<Bf16>("bench", g.backend, CUBLAS_OP_N, CUBLAS_OP_N, r, batch, n, 1.0f,
                                    thrust::raw_pointer_cast(p.data()), r, xv.data, n, 0.0f, zv.data, r);
   };
-  run_projector();
-  run_gemm();
-  double projector_ms = 0, gemm_ms = 0;
-  for (auto _ : state) {
-    const double t = g.time_ms(run_projector);
-    gemm_ms += g.time_ms(run_gemm);
-    projector_ms += t;
-    state.SetIterationTime(t * 1e-3);
-  }
-  const double iters = double(state.iterations());
+  const auto [projector_ms, gemm_ms] = time_against(state, run_projector, run_gemm);
   const double flops = 2.0 * double(batch) * double(n) * double(r);
-  state.counters["TFLOP/s"] = flops / (projector_ms / iters * 1e-3) * 1e-12;
-  state.counters["gemm_us"] = gemm_ms / iters * 1e3;
+  state.counters["TFLOP/s"] = flops / (projector_ms * 1e-3) * 1e-12;
+  state.counters["gemm_us"] = gemm_ms * 1e3;
   state.counters["ratio_vs_gemm"] = projector_ms / gemm_ms;
   state.SetBytesProcessed(state.iterations() * (batch * (n + r)) * 2);
 }
@@ -110,29 +120,20 @@ void BM_UnsketchGrad_Cuda(benchmark::State& state) {
   proj.materialize(compact::device_view(p, n, r));
   const auto gv = compact::device_view(grad, m, r);
   const auto wv = compact::device_view(w, m, n);
-  const Bf16 one = compact::detail::CudaScalar<Bf16>::from_float(1.0f);
-  const auto run_projector = [&] { proj.unsketch_grad(gv, wv, one, one); };
+  const auto run_projector = [&] { proj.unsketch_grad(gv, wv, 1.0f, 1.0f); };
   const auto run_gemm = [&] {
     compact::detail::gemm_ex<Bf16>("bench", g.backend, CUBLAS_OP_T, CUBLAS_OP_N, n, m, r, 1.0f,
                                    thrust::raw_pointer_cast(p.data()), r, gv.data, r, 1.0f, wv.data, n);
   };
-  run_projector();
-  run_gemm();
-  double projector_ms = 0, gemm_ms = 0;
-  for (auto _ : state) {
-    const double t = g.time_ms(run_projector);
-    gemm_ms += g.time_ms(run_gemm);
-    projector_ms += t;
-    state.SetIterationTime(t * 1e-3);
-  }
-  const double iters = double(state.iterations());
-  state.counters["TFLOP/s"] = 2.0 * double(m) * double(n) * double(r) / (projector_ms / iters * 1e-3) * 1e-12;
-  state.counters["gemm_us"] = gemm_ms / iters * 1e3;
+  const auto [projector_ms, gemm_ms] = time_against(state, run_projector, run_gemm);
+  state.counters["TFLOP/s"] = 2.0 * double(m) * double(n) * double(r) / (projector_ms * 1e-3) * 1e-12;
+  state.counters["gemm_us"] = gemm_ms * 1e3;
   state.counters["ratio_vs_gemm"] = projector_ms / gemm_ms;
 }
 
 /// SRHT sketch (reads B x n, writes B x r) vs cudaMemcpyAsync D2D of B x n values: the fraction of copy bandwidth
-/// reached, with bytes moved = read + write for both.
+/// reached, with bytes moved = read + write for both (the two-pass rows of n' > 2^15 also write and read an fp32
+/// scratch, which is not counted: the ratio is what a caller gets per byte of x).
 void BM_Sketch_Cuda_Srht(benchmark::State& state) {
   const index_t batch = state.range(0), n = state.range(1), r = state.range(2);
   using P = compact::Projector<compact::Cuda, compact::Srht, Bf16>;
@@ -150,19 +151,10 @@ void BM_Sketch_Cuda_Srht(benchmark::State& state) {
                           g.backend.stream),
           "cudaMemcpyAsync");
   };
-  run_projector();
-  run_copy();
-  double projector_ms = 0, copy_ms = 0;
-  for (auto _ : state) {
-    const double t = g.time_ms(run_projector);
-    copy_ms += g.time_ms(run_copy);
-    projector_ms += t;
-    state.SetIterationTime(t * 1e-3);
-  }
-  const double iters = double(state.iterations());
+  const auto [projector_ms, copy_ms] = time_against(state, run_projector, run_copy);
   const double sketch_bytes = double(batch) * double(n + r) * sizeof(Bf16);
-  const double sketch_bw = sketch_bytes / (projector_ms / iters * 1e-3);
-  const double copy_bw = 2.0 * double(copy_bytes) / (copy_ms / iters * 1e-3);
+  const double sketch_bw = sketch_bytes / (projector_ms * 1e-3);
+  const double copy_bw = 2.0 * double(copy_bytes) / (copy_ms * 1e-3);
   state.counters["GB/s"] = sketch_bw * 1e-9;
   state.counters["copy_GB/s"] = copy_bw * 1e-9;
   state.counters["fraction_of_copy_bw"] = sketch_bw / copy_bw;
@@ -182,6 +174,27 @@ void BM_Materialize_Cuda(benchmark::State& state) {
   proj.materialize(pv);
   for (auto _ : state) state.SetIterationTime(g.time_ms([&] { proj.materialize(pv); }) * 1e-3);
   state.counters["entries/s"] = benchmark::Counter(double(n * r), benchmark::Counter::kIsIterationInvariantRate);
+}
+
+/// compressed_grad of bf16 dy (B x m) and z (B x r) into an fp32 g (mixed precision, beta = 1: accumulating a
+/// micro-batch) vs the same GEMM into a bf16 g. Counter: ratio fp32 g / bf16 g.
+void BM_CompressedGrad_Cuda_Bf16ToFp32(benchmark::State& state) {
+  const index_t batch = state.range(0), m = state.range(1), r = state.range(2);
+  Gpu& g = gpu();
+  const thrust::device_vector<Bf16> dy = filled<Bf16>(static_cast<std::size_t>(batch * m));
+  const thrust::device_vector<Bf16> z = filled<Bf16>(static_cast<std::size_t>(batch * r));
+  thrust::device_vector<float> g32(static_cast<std::size_t>(m * r), 0.0f);
+  thrust::device_vector<Bf16> g16 = filled<Bf16>(static_cast<std::size_t>(m * r));
+  const auto dyv = compact::device_view(dy, batch, m);
+  const auto zv = compact::device_view(z, batch, r);
+  const auto g32v = compact::device_view(g32, m, r);
+  const auto g16v = compact::device_view(g16, m, r);
+  const auto run_mixed = [&] { compact::compressed_grad<Bf16>(g.backend, dyv, zv, g32v, 1.0f); };
+  const auto run_bf16 = [&] { compact::compressed_grad<Bf16>(g.backend, dyv, zv, g16v, 1.0f); };
+  const auto [mixed_ms, bf16_ms] = time_against(state, run_mixed, run_bf16);
+  state.counters["TFLOP/s"] = 2.0 * double(batch) * double(m) * double(r) / (mixed_ms * 1e-3) * 1e-12;
+  state.counters["bf16_out_us"] = bf16_ms * 1e3;
+  state.counters["ratio_vs_bf16_out"] = mixed_ms / bf16_ms;
 }
 
 void dense_shapes(benchmark::internal::Benchmark* b) {
@@ -209,6 +222,14 @@ BENCHMARK(BM_Sketch_Cuda_Srht)
     ->Args({4096, 1024, 256})
     ->Args({4096, 16384, 4096})
     ->Args({1024, 32768, 4096})
+    ->Args({1024, 65536, 4096})   // two passes
+    ->Args({128, 1 << 20, 4096})  // two passes, 5 high bits
+    ->UseManualTime()
+    ->MinTime(0.1)
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_CompressedGrad_Cuda_Bf16ToFp32)
+    ->Args({4096, 4096, 1024})
+    ->Args({4096, 11008, 512})
     ->UseManualTime()
     ->MinTime(0.1)
     ->Unit(benchmark::kMicrosecond);

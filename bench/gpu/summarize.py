@@ -26,6 +26,8 @@ for b in bench:
         base, ratio = f"cuBLAS stored P {b['gemm_us']:.1f}us", f"{b['ratio_vs_gemm']:.3f}"
     elif "fraction_of_copy_bw" in b:
         base, ratio = f"copy {b['copy_GB/s']:.0f} GB/s", f"{b['fraction_of_copy_bw']:.3f}"
+    elif "ratio_vs_bf16_out" in b:
+        base, ratio = f"bf16 g {b['bf16_out_us']:.1f}us", f"{b['ratio_vs_bf16_out']:.3f}"
     elif "entries/s" in b:
         base, ratio = f"{b['entries/s'] / 1e9:.1f} G entries/s", ""
     else:

@@ -2,7 +2,7 @@
 """The reference method of the original CompAct code on the GPU: P = torch.randn(n, r) / sqrt(r), then x @ P (bf16).
 
 Times, with CUDA events, (a) randn + scale + matmul, as the original regenerates P, and (b) matmul alone with a
-stored P, for the shapes bench_cuda measures; writes a JSON list to argv[1].
+stored P, for the shapes bench_cuda measures; writes a JSON list to argv[1]. Exits 77 when torch has no CUDA device.
 """
 import json
 import math
@@ -24,6 +24,9 @@ def time_ms(fn, warmup=3, reps=20):
 
 
 def main():
+    if not torch.cuda.is_available():
+        print("torch_baseline: torch sees no CUDA device (exit 77)")
+        sys.exit(77)
     out = []
     gen = torch.Generator(device="cuda").manual_seed(0)
     for batch in (256, 4096):

@@ -1,13 +1,17 @@
 // SPDX-License-Identifier: MIT
 #pragma once
-/// Row-major GEMM on the device through cublasGemmEx with fp32 accumulation (CUBLAS_COMPUTE_32F).
+/// Row-major GEMMs on the device through cublasGemmEx with fp32 accumulation (CUBLAS_COMPUTE_32F), on the caller's
+/// cuBLAS handle without disturbing its workspace or pointer mode.
 
 #include <climits>
+#include <cstdint>
+#include <type_traits>
 
 #include <cublas_v2.h>
 
 #include "compact/config.hpp"
-#include "compact/core/launch_index.hpp"
+#include "compact/core/gemm_plan.hpp"
+#include "compact/core/workspace.hpp"
 #include "compact/cuda/backend.cuh"
 #include "compact/cuda/check.cuh"
 #include "compact/cuda/scalar.cuh"
@@ -20,33 +24,81 @@ inline void check_int(const char* fn, const char* what, index_t v) {
   COMPACT_REQUIRE(v <= INT_MAX, fn << ": " << what << " = " << v << " exceeds cuBLAS's int range " << INT_MAX);
 }
 
-/// C = alpha op(A) op(B) + beta C in cuBLAS's column-major terms (m x n result, inner dimension k), all three
-/// matrices of type Scalar, fp32 compute, alpha and beta in fp32. Row-major callers pass their matrices as the
-/// transposes cuBLAS sees. Issued on backend.stream through backend.cublas; asynchronous.
-template <class Scalar>
-void gemm_ex(const char* fn, const Cuda& backend, cublasOperation_t op_a, cublasOperation_t op_b, index_t m, index_t n,
-             index_t k, float alpha, const Scalar* a, index_t lda, const Scalar* b, index_t ldb, float beta, Scalar* c,
-             index_t ldc) {
+/// What a GEMM needs of the backend: a cuBLAS handle, and a cuBLAS workspace (when one is named) aligned as
+/// cublasSetWorkspace requires.
+inline void check_cublas_backend(const char* fn, const Cuda& backend) {
   COMPACT_REQUIRE(backend.cublas != nullptr, fn << ": the Cuda backend has no cuBLAS handle (Cuda::cublas is null)");
+  const std::uintptr_t ws = reinterpret_cast<std::uintptr_t>(backend.cublas_workspace);
+  COMPACT_REQUIRE(ws % kWorkspaceAlign == 0, fn << ": argument backend.cublas_workspace at address 0x" << std::hex << ws
+                                                << std::dec << " is not " << kWorkspaceAlign
+                                                << "-byte aligned, as cublasSetWorkspace requires (address % "
+                                                << kWorkspaceAlign << " = " << ws % kWorkspaceAlign << ")");
+}
+
+/// The caller's cuBLAS handle, bound to backend.stream for compact's calls while the binding lives.
+///
+/// cublasSetStream is called only when the handle is on another stream, because it resets the handle's workspace
+/// to cuBLAS's pool; after it, backend.cublas_workspace (when set) is given back with cublasSetWorkspace. The
+/// handle stays on backend.stream afterwards. The pointer mode is set to host (alpha and beta live on the host)
+/// and restored when the binding ends.
+class CublasBinding {
+ public:
+  explicit CublasBinding(const Cuda& backend) : handle_(backend.cublas) {
+    cudaStream_t current = nullptr;
+    check_cublas(cublasGetStream(handle_, &current), "cublasGetStream");
+    if (current != backend.stream) {
+      check_cublas(cublasSetStream(handle_, backend.stream), "cublasSetStream");
+      if (backend.cublas_workspace != nullptr) {
+        check_cublas(cublasSetWorkspace(handle_, backend.cublas_workspace, backend.cublas_workspace_bytes),
+                     "cublasSetWorkspace (the caller's, after cublasSetStream reset it)");
+      }
+    }
+    check_cublas(cublasGetPointerMode(handle_, &mode_), "cublasGetPointerMode");
+    if (mode_ != CUBLAS_POINTER_MODE_HOST) {
+      check_cublas(cublasSetPointerMode(handle_, CUBLAS_POINTER_MODE_HOST), "cublasSetPointerMode");
+    }
+  }
+  ~CublasBinding() {
+    if (mode_ != CUBLAS_POINTER_MODE_HOST) cublasSetPointerMode(handle_, mode_);
+  }
+  CublasBinding(const CublasBinding&) = delete;
+  CublasBinding& operator=(const CublasBinding&) = delete;
+
+ private:
+  cublasHandle_t handle_;
+  cublasPointerMode_t mode_ = CUBLAS_POINTER_MODE_HOST;
+};
+
+/// C = alpha op(A) op(B) + beta C in cuBLAS's column-major terms (m x n result, inner dimension k): A and B of type
+/// In, C of type Out (In, or float with In = __half or __nv_bfloat16), fp32 compute, alpha and beta in fp32.
+/// Row-major callers pass their matrices as the transposes cuBLAS sees. Issued on backend.stream through
+/// backend.cublas (see CublasBinding); asynchronous.
+template <class In, class Out>
+void gemm_ex(const char* fn, const Cuda& backend, cublasOperation_t op_a, cublasOperation_t op_b, index_t m, index_t n,
+             index_t k, float alpha, const In* a, index_t lda, const In* b, index_t ldb, float beta, Out* c,
+             index_t ldc) {
+  static_assert(std::is_same_v<In, Out> || std::is_same_v<Out, float>,
+                "compact::detail::gemm_ex: the output type must be the input type or float");
+  check_cublas_backend(fn, backend);
   check_int(fn, "m", m);
   check_int(fn, "n", n);
   check_int(fn, "k", k);
   check_int(fn, "lda", lda);
   check_int(fn, "ldb", ldb);
   check_int(fn, "ldc", ldc);
-  check_cublas(cublasSetStream(backend.cublas, backend.stream), "cublasSetStream");
-  check_cublas(cublasSetPointerMode(backend.cublas, CUBLAS_POINTER_MODE_HOST), "cublasSetPointerMode");
-  constexpr cudaDataType_t type = CudaScalar<Scalar>::kType;
-  check_cublas(cublasGemmEx(backend.cublas, op_a, op_b, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k),
-                            &alpha, a, type, static_cast<int>(lda), b, type, static_cast<int>(ldb), &beta, c, type,
-                            static_cast<int>(ldc), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-               "cublasGemmEx");
+  const CublasBinding binding(backend);
+  check_cublas(
+      cublasGemmEx(backend.cublas, op_a, op_b, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), &alpha, a,
+                   CudaScalar<In>::kType, static_cast<int>(lda), b, CudaScalar<In>::kType, static_cast<int>(ldb), &beta,
+                   c, CudaScalar<Out>::kType, static_cast<int>(ldc), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+      "cublasGemmEx");
 }
 
 /// Checks, before any work of an operation is enqueued, what gemm_ex would refuse for `p` (a missing cuBLAS handle,
-/// sizes or leading dimensions beyond int), so an operation fails whole rather than after its first panel.
+/// a misaligned cuBLAS workspace, sizes or leading dimensions beyond int), so an operation fails whole rather than
+/// after its first panel.
 inline void check_gemm_plan(const char* fn, const Cuda& backend, const GemmPlan& p) {
-  COMPACT_REQUIRE(backend.cublas != nullptr, fn << ": the Cuda backend has no cuBLAS handle (Cuda::cublas is null)");
+  check_cublas_backend(fn, backend);
   check_int(fn, "m", p.m);
   check_int(fn, "n", p.n);
   check_int(fn, "k", p.k);
@@ -55,12 +107,12 @@ inline void check_gemm_plan(const char* fn, const Cuda& backend, const GemmPlan&
   check_int(fn, "ldc", p.ldc);
 }
 
-/// Issues a GemmPlan (core/launch_index.hpp) on A = a, B = b, C = c with fp32 alpha, beta.
-template <class Scalar>
-void gemm_plan(const char* fn, const Cuda& backend, const GemmPlan& p, float alpha, const Scalar* a, const Scalar* b,
-               float beta, Scalar* c) {
-  gemm_ex<Scalar>(fn, backend, p.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, p.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, p.m, p.n,
-                  p.k, alpha, a + p.a_offset, p.lda, b + p.b_offset, p.ldb, beta, c + p.c_offset, p.ldc);
+/// Issues a GemmPlan (core/gemm_plan.hpp) on A = a, B = b, C = c with fp32 alpha, beta.
+template <class In, class Out>
+void gemm_plan(const char* fn, const Cuda& backend, const GemmPlan& p, float alpha, const In* a, const In* b,
+               float beta, Out* c) {
+  gemm_ex<In, Out>(fn, backend, p.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, p.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, p.m, p.n,
+                   p.k, alpha, a + p.a_offset, p.lda, b + p.b_offset, p.ldb, beta, c + p.c_offset, p.ldc);
 }
 
 }  // namespace detail

@@ -69,10 +69,16 @@ struct CudaScalar<__nv_bfloat16> {
   COMPACT_HOST_DEVICE static std::uint16_t bits(__nv_bfloat16 x) { return static_cast<__nv_bfloat16_raw>(x).x; }
 };
 
-/// Converts fp32 entries of P to Scalar inside the panel kernel (the `convert` of fill_dense_panel_scalar).
+/// fp32 -> T (round to nearest even): the `convert` / `from_float` of the kernel bodies in core/.
 template <class T>
 struct FromFloat {
   COMPACT_HOST_DEVICE T operator()(float v) const { return CudaScalar<T>::from_float(v); }
+};
+
+/// T -> fp32 (exact): the `to_float` of the kernel bodies in core/.
+template <class T>
+struct ToFloat {
+  COMPACT_HOST_DEVICE float operator()(T v) const { return CudaScalar<T>::to_float(v); }
 };
 
 }  // namespace detail

@@ -15,6 +15,8 @@
 #include "compact/core/view.hpp"
 #include "compact/cuda/backend.cuh"
 #include "compact/cuda/compressed_grad.cuh"
+#include "compact/cuda/dense_projector.cuh"
+#include "compact/cuda/srht_projector.cuh"
 
 namespace compact {
 
@@ -59,16 +61,16 @@ void sketch(const Projector<Cuda, Dist, T>& p, const thrust::device_vector<T, A1
 /// out = alpha g P^T + beta out for contiguous row-major device_vectors: g holds m x r values, out exactly m x n.
 template <class Dist, class T, class A1, class A2>
 void unsketch_grad(const Projector<Cuda, Dist, T>& p, const thrust::device_vector<T, A1>& g,
-                   thrust::device_vector<T, A2>& out, T alpha = T(1.0f), T beta = T(0.0f)) {
+                   thrust::device_vector<T, A2>& out, float alpha = 1.0f, float beta = 0.0f) {
   const index_t rows = detail::rows_of("unsketch_grad", "g", g.size(), p.rank());
   p.unsketch_grad(device_view(g, rows, p.rank()), device_view(out, rows, p.in_dim()), alpha, beta);
 }
 
 /// g = dy^T z + beta g for contiguous row-major device_vectors of `batch` rows: dy holds batch x m values, z
-/// batch x r, g exactly m x r (batch >= 1, so that m and r follow from the sizes).
-template <class T, class A1, class A2, class A3>
+/// batch x r, g exactly m x r (batch >= 1, so that m and r follow from the sizes). G, the type of g, is T or float.
+template <class T, class G, class A1, class A2, class A3>
 void compressed_grad(const Cuda& backend, const thrust::device_vector<T, A1>& dy, const thrust::device_vector<T, A2>& z,
-                     thrust::device_vector<T, A3>& g, index_t batch, T beta = T(0.0f)) {
+                     thrust::device_vector<G, A3>& g, index_t batch, float beta = 0.0f) {
   COMPACT_REQUIRE(batch >= 1, "compressed_grad: batch = " << batch << " must be >= 1 for the device_vector overload");
   const index_t m = detail::rows_of("compressed_grad", "dy", dy.size(), batch);
   const index_t r = detail::rows_of("compressed_grad", "z", z.size(), batch);
