@@ -164,8 +164,7 @@ COMPACT_HOST_DEVICE inline void srht_sketch_chunks(Block& b, const SrhtRows& d, 
         }
       } else {
         const float* src = scratch + row * np + (c << cb);
-        const int lane = static_cast<int>(t);  // element indices inside a chunk are below 2^15
-        for (int q = 0; q < kElems; ++q) regs[t].v[q] = q < elems ? src[(q << s.log2_threads) | lane] : 0.0f;
+        for (int q = 0; q < kElems; ++q) regs[t].v[q] = q < elems ? src[fwht_element(s, t, q)] : 0.0f;
       }
     });
     fwht_block_transform<kElems>(b, regs, sm, s);

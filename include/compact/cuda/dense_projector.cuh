@@ -37,7 +37,8 @@ namespace detail {
 /// The panel in flight is the only copy of P, and it is bounded by the caller's workspace.
 ///
 /// Every operation runs on the stream it is given, or backend().stream, on device() (made current around it);
-/// all of them are asynchronous and none allocates.
+/// all of them are asynchronous and none allocates. sketch and unsketch_grad generate P into the one workspace, so
+/// operations of one projector on different streams must not overlap in time (order them with events).
 template <class Dist, class Scalar>
 class DenseCudaProjector : public CudaProjectorBase {
   static_assert(is_cuda_scalar<Scalar>,

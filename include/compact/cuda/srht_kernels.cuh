@@ -79,7 +79,7 @@ inline constexpr index_t kSelectScanThreads = 1024;
 
 /// Enqueues on `stream` the setup of an SRHT workspace: packed signs of d, then the sample S of the r smallest
 /// (s_k, k) by radix select (2 kernels per digit), masks, scan and scatter, and chunk_first for chunks of
-/// 2^chunk_bits. 5 + 2 kSelectDigits launches, all asynchronous.
+/// 2^chunk_bits. 4 + 2 kSelectDigits launches, all asynchronous.
 inline void enqueue_srht_setup(const SrhtScores& scores, index_t np, index_t r, int chunk_bits, const SrhtParts& w,
                                cudaStream_t stream) {
   const index_t words = (np + 31) / 32;

@@ -39,7 +39,8 @@ namespace compact {
 /// scratch of scratch_rows() rows in the transient region. No GEMM, so the cuBLAS handle is not used. sketch costs
 /// O(B n' log n') flops and one read of x and write of z (plus a write and read of the scratch with two passes).
 /// The constructor's work must precede every use of the projector, which it does on backend.stream; another
-/// stream must be ordered after it (an event, or a synchronization) by the caller.
+/// stream must be ordered after it (an event, or a synchronization) by the caller. Two-pass operations share the
+/// scratch, so operations of one projector on different streams must not overlap in time (order them with events).
 template <class Scalar>
 class Projector<Cuda, Srht, Scalar> : public detail::CudaProjectorBase {
   static_assert(detail::is_cuda_scalar<Scalar>,
@@ -74,7 +75,6 @@ class Projector<Cuda, Srht, Scalar> : public detail::CudaProjectorBase {
     detail::check_workspace("Projector", "workspace", workspace.data, workspace.bytes, min_workspace_bytes(n, r),
                             "min_workspace_bytes(n, r)");
     record_device("Projector: cudaGetDevice");
-    const detail::DeviceGuard guard(device_, "Projector: cudaSetDevice");
     layout_ = detail::srht_layout(n, r);
     parts_ = detail::srht_parts(layout_, workspace.data);
     const std::size_t shared = detail::max_shared_bytes_per_block(device_, "Projector: cudaDeviceGetAttribute");
