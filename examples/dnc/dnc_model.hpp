@@ -10,8 +10,10 @@
 ///   [υ_t; ξ_t] = W_h h_t + b_h                           (output part and interface vector share h_t: "head")
 ///   memory step with ξ_t (dnc_memory.hpp), giving the new read vectors r_t
 ///   y_t = υ_t + W_r r_t + b_r                            ("readout"; computed only in the answer phase)
-/// With CompAct, each of the three layers saves z = x P per step instead of its input x; "head" is one layer over
-/// the stacked [W_y; W_ξ], so υ and ξ share one sketch of h_t. The memory slot count N is a run-time argument: the
+/// With CompAct, "gates" and "head" save z = x P per step instead of their input x; "head" is one layer over the
+/// stacked [W_y; W_ξ], so υ and ξ share one sketch of h_t. "readout" stays full rank: it runs in the answer phase
+/// only, so what it saves does not grow with the planning budget, and its input (R·W = 32 features at the study's
+/// sizes) is the narrowest path from memory to output. The memory slot count N is a run-time argument: the
 /// weights do not depend on it, so a trained model can be run with a larger memory (the paper's memory extension).
 
 #include "compact_linear.hpp"
@@ -32,8 +34,8 @@ struct DncConfig {
   index_t hidden = 64;            ///< H, LSTM hidden size
   index_t width = 16;             ///< W, memory word size
   index_t reads = 2;              ///< R, read heads
-  bool compact = false;           ///< CompAct layers instead of full-rank ones
-  index_t rank_div = 4;           ///< CompAct rank r = ceil(in / rank_div) for every layer
+  bool compact = false;           ///< CompAct "gates" and "head" layers instead of full-rank ones
+  index_t rank_div = 4;           ///< CompAct rank r = ceil(in / rank_div) for each compressed layer
   std::uint64_t sketch_seed = 1;  ///< CompAct schedule seed
   std::uint64_t period = 50;      ///< CompAct resampling period T (optimizer steps)
   double lr = 1e-3;               ///< learning rate of every weight (Adam / CompressedAdamW)
@@ -116,8 +118,8 @@ inline State memory_step(const State& s, const Interface& f) {
 class LayerImpl : public torch::nn::Module {
  public:
   /// `weight` (out x in) initializes either kind; `stream` names the CompAct projection.
-  LayerImpl(const torch::Tensor& weight, const DncConfig& config, std::uint64_t stream) {
-    if (config.compact) {
+  LayerImpl(const torch::Tensor& weight, const DncConfig& config, bool compact, std::uint64_t stream) {
+    if (compact) {
       const index_t rank = (weight.size(1) + config.rank_div - 1) / config.rank_div;
       compact::AdamWOptions options;
       options.lr = config.lr;
@@ -160,9 +162,9 @@ class DncImpl : public torch::nn::Module {
     const torch::Tensor w_gates = uniform(4 * h, config.input + rw + h);
     const torch::Tensor w_head = uniform(config.output + interface_size(config.width, config.reads), h);
     const torch::Tensor w_readout = uniform(config.output, rw);
-    gates_ = register_module("gates", Layer(w_gates, config, /*stream=*/0));
-    head_ = register_module("head", Layer(w_head, config, /*stream=*/1));
-    readout_ = register_module("readout", Layer(w_readout, config, /*stream=*/2));
+    gates_ = register_module("gates", Layer(w_gates, config, config.compact, /*stream=*/0));
+    head_ = register_module("head", Layer(w_head, config, config.compact, /*stream=*/1));
+    readout_ = register_module("readout", Layer(w_readout, config, /*compact=*/false, /*stream=*/2));
     torch::NoGradGuard no_grad;
     gates_->bias().narrow(0, h, h).fill_(1.0);  // forget gate (order i, f, g, o)
   }
