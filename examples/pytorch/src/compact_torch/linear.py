@@ -110,10 +110,12 @@ _cache = _SketchCache()
 
 
 def _autocast_dtype(x):
-    """The autocast dtype that applies to x's device, or None."""
-    if x.is_cuda and torch.is_autocast_enabled():
-        return torch.get_autocast_gpu_dtype()
-    return None
+    """The CUDA autocast dtype when autocast is on and x is a CUDA tensor, else None."""
+    if not x.is_cuda:
+        return None
+    if hasattr(torch, "get_autocast_dtype"):  # torch >= 2.4 (the argument-less forms are deprecated there)
+        return torch.get_autocast_dtype("cuda") if torch.is_autocast_enabled("cuda") else None
+    return torch.get_autocast_gpu_dtype() if torch.is_autocast_enabled() else None
 
 
 class _CompactLinearFunction(torch.autograd.Function):
