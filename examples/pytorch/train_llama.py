@@ -291,6 +291,8 @@ def run(args, world=1, rank=0):
         print("  peak memory (bytes): " + ", ".join(f"{k} {row[k]:,}" for k in
                                                    ("weights", "gradients", "optimizer", "activations", "scratch",
                                                     "total")), flush=True)
+        if mem.get("missed_frees"):
+            print(f"  note: {mem['missed_frees']} storages were released without the tracker's deleter", flush=True)
     row["ghat_bytes"] = sum(layer.out_features * layer.rank * layer.weight.element_size()
                             for layer in ct.compact_layers(model))
     return row, curve, traffic_steps

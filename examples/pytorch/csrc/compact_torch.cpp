@@ -9,13 +9,11 @@
 /// compact_torch.CompactError (a ValueError) carrying compact's message.
 
 #include <torch/extension.h>
-#include <torch/version.h>
 #include <c10/core/CPUAllocator.h>
 
 #include <compact/compact.hpp>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <limits>

@@ -165,7 +165,7 @@ class CompactLinear(nn.Module):
             rank share P.
 
     Train it with ``CompressedAdamW`` (which also advances ``step``); DDP through
-    ``compact_torch.DistributedDataParallel``. In eval / ``torch.no_grad()`` it is a plain linear.
+    ``compact_torch.DistributedDataParallel``. Under ``torch.no_grad()`` it is a plain linear.
     """
 
     def __init__(self, in_features, out_features, bias=True, rank=0.25, dist="gaussian", seed=0, period=200,

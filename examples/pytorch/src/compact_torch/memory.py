@@ -63,6 +63,7 @@ class CpuMemoryTracker:
     def __init__(self):
         _ext._C.tracker_install()
         self._start_seq = None
+        self._missed = 0
 
     @staticmethod
     def live_bytes():
@@ -70,12 +71,15 @@ class CpuMemoryTracker:
 
     def start(self):
         """Starts recording (the allocations live now are part of the log)."""
+        self._missed = int(_ext._C.tracker_missed_frees())
         self._start_seq = int(_ext._C.tracker_start())
 
     def stop(self, tensors_by_category):
         """Stops recording and returns the peak and its breakdown (see ``analyze``)."""
         records, tracker_peak = _ext._C.tracker_stop()
         report = analyze(records, self._start_seq, tensors_by_category)
+        # Storages released without the tracker's deleter during the step (closed when their address came back).
+        report["missed_frees"] = int(_ext._C.tracker_missed_frees()) - self._missed
         if report["peak"] != tracker_peak:
             raise RuntimeError(f"compact_torch.memory: the log gives a peak of {report['peak']} bytes but the "
                                f"tracker counted {tracker_peak}")
