@@ -1,0 +1,169 @@
+// SPDX-License-Identifier: MIT
+/// The CUDA half of the compact_torch extension: compact's CUDA projectors and compressed_grad behind the raw-pointer
+/// interface of cuda_ops.h. Compiled by nvcc only when torch has CUDA; it includes no torch header (the caller
+/// passes torch's current stream, cuBLAS handle and a workspace from torch's caching allocator).
+
+#include <compact/compact.hpp>
+
+#include "cuda_ops.h"
+
+namespace compact_torch {
+namespace cuda {
+namespace {
+
+using compact::index_t;
+
+compact::Cuda backend_of(Context ctx) {
+  return compact::Cuda{static_cast<cudaStream_t>(ctx.stream), static_cast<cublasHandle_t>(ctx.cublas)};
+}
+
+/// Returns f(Dist{}, Scalar{}) for the run-time (dist, dtype).
+template <class F>
+auto dispatch(DistId dist, Dtype dtype, const F& f) {
+  const auto with_scalar = [&](auto dist_tag) {
+    switch (dtype) {
+      case Dtype::kFloat:
+        return f(dist_tag, float{});
+      case Dtype::kHalf:
+        return f(dist_tag, __half{});
+      case Dtype::kBFloat16:
+        return f(dist_tag, __nv_bfloat16{});
+    }
+    COMPACT_REQUIRE(false, "compact_torch (CUDA): unknown dtype id " << int(dtype));
+    return f(dist_tag, float{});
+  };
+  switch (dist) {
+    case DistId::kGaussian:
+      return with_scalar(compact::Gaussian{});
+    case DistId::kRademacher:
+      return with_scalar(compact::Rademacher{});
+    case DistId::kSrht:
+      return with_scalar(compact::Srht{});
+  }
+  COMPACT_REQUIRE(false, "compact_torch (CUDA): unknown distribution id " << int(dist));
+  return with_scalar(compact::Gaussian{});
+}
+
+template <class Dist, class Scalar>
+std::size_t workspace_of(index_t n, index_t r) {
+  return compact::Projector<compact::Cuda, Dist, Scalar>::workspace_bytes(n, r);
+}
+
+struct WorkspaceBytes {
+  index_t n, r;
+  template <class Dist, class Scalar>
+  std::size_t operator()(Dist, Scalar) const {
+    return workspace_of<Dist, Scalar>(n, r);
+  }
+};
+
+struct Sketch {
+  compact::SketchState state;
+  index_t n, r;
+  const void* x;
+  index_t rows, x_stride;
+  void* z;
+  index_t z_stride;
+  compact::Workspace ws;
+  Context ctx;
+  template <class Dist, class Scalar>
+  int operator()(Dist, Scalar) const {
+    const compact::Projector<compact::Cuda, Dist, Scalar> p(n, r, state, backend_of(ctx), ws);
+    p.sketch(compact::MatrixView<const Scalar>(static_cast<const Scalar*>(x), rows, n, x_stride),
+             compact::MatrixView<Scalar>(static_cast<Scalar*>(z), rows, r, z_stride));
+    return 0;
+  }
+};
+
+struct Unsketch {
+  compact::SketchState state;
+  index_t n, r;
+  const void* g;
+  index_t m, g_stride;
+  void* out;
+  index_t out_stride;
+  double alpha, beta;
+  compact::Workspace ws;
+  Context ctx;
+  template <class Dist, class Scalar>
+  int operator()(Dist, Scalar) const {
+    const compact::Projector<compact::Cuda, Dist, Scalar> p(n, r, state, backend_of(ctx), ws);
+    // compact's API takes alpha and beta in the element type (converted to fp32 inside, round to nearest even).
+    p.unsketch_grad(compact::MatrixView<const Scalar>(static_cast<const Scalar*>(g), m, r, g_stride),
+                    compact::MatrixView<Scalar>(static_cast<Scalar*>(out), m, n, out_stride),
+                    compact::detail::CudaScalar<Scalar>::from_float(static_cast<float>(alpha)),
+                    compact::detail::CudaScalar<Scalar>::from_float(static_cast<float>(beta)));
+    return 0;
+  }
+};
+
+struct Materialize {
+  compact::SketchState state;
+  index_t n, r;
+  void* p;
+  index_t p_stride;
+  compact::Workspace ws;
+  Context ctx;
+  template <class Dist, class Scalar>
+  int operator()(Dist, Scalar) const {
+    const compact::Projector<compact::Cuda, Dist, Scalar> proj(n, r, state, backend_of(ctx), ws);
+    proj.materialize(compact::MatrixView<Scalar>(static_cast<Scalar*>(p), n, r, p_stride));
+    return 0;
+  }
+};
+
+struct CompressedGrad {
+  const void* dy;
+  index_t rows, m, dy_stride;
+  const void* z;
+  index_t r, z_stride;
+  void* g;
+  index_t g_stride;
+  double beta;
+  Context ctx;
+  template <class Dist, class Scalar>
+  int operator()(Dist, Scalar) const {
+    compact::compressed_grad<Scalar>(
+        backend_of(ctx), compact::MatrixView<const Scalar>(static_cast<const Scalar*>(dy), rows, m, dy_stride),
+        compact::MatrixView<const Scalar>(static_cast<const Scalar*>(z), rows, r, z_stride),
+        compact::MatrixView<Scalar>(static_cast<Scalar*>(g), m, r, g_stride),
+        compact::detail::CudaScalar<Scalar>::from_float(static_cast<float>(beta)));
+    return 0;
+  }
+};
+
+}  // namespace
+
+std::size_t workspace_bytes(DistId dist, Dtype dtype, std::int64_t n, std::int64_t r) {
+  return dispatch(dist, dtype, WorkspaceBytes{n, r});
+}
+
+void sketch(DistId dist, Dtype dtype, compact::SketchState state, std::int64_t n, std::int64_t r, const void* x,
+            std::int64_t rows, std::int64_t x_stride, void* z, std::int64_t z_stride, void* workspace,
+            std::size_t workspace_size, Context ctx) {
+  dispatch(dist, dtype,
+           Sketch{state, n, r, x, rows, x_stride, z, z_stride, compact::Workspace{workspace, workspace_size}, ctx});
+}
+
+void unsketch_grad(DistId dist, Dtype dtype, compact::SketchState state, std::int64_t n, std::int64_t r, const void* g,
+                   std::int64_t m, std::int64_t g_stride, void* out, std::int64_t out_stride, double alpha, double beta,
+                   void* workspace, std::size_t workspace_size, Context ctx) {
+  dispatch(dist, dtype,
+           Unsketch{state, n, r, g, m, g_stride, out, out_stride, alpha, beta,
+                    compact::Workspace{workspace, workspace_size}, ctx});
+}
+
+void materialize(DistId dist, Dtype dtype, compact::SketchState state, std::int64_t n, std::int64_t r, void* p,
+                 std::int64_t p_stride, void* workspace, std::size_t workspace_size, Context ctx) {
+  dispatch(dist, dtype, Materialize{state, n, r, p, p_stride, compact::Workspace{workspace, workspace_size}, ctx});
+}
+
+void compressed_grad(Dtype dtype, const void* dy, std::int64_t rows, std::int64_t m, std::int64_t dy_stride,
+                     const void* z, std::int64_t r, std::int64_t z_stride, void* g, std::int64_t g_stride, double beta,
+                     Context ctx) {
+  // The distribution plays no part in compressed_grad; Gaussian only selects the dispatch's scalar branch.
+  dispatch(DistId::kGaussian, dtype, CompressedGrad{dy, rows, m, dy_stride, z, r, z_stride, g, g_stride, beta, ctx});
+}
+
+}  // namespace cuda
+}  // namespace compact_torch

@@ -1,0 +1,53 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+/// The boundary between the extension's two translation units: raw-pointer CUDA entry points (defined in
+/// compact_torch_cuda.cu, compiled by nvcc without any torch header) called from compact_torch.cpp.
+///
+/// Every pointer is device memory; every matrix is row-major with unit column stride and the given row stride;
+/// `stream` is a cudaStream_t and `cublas` a cublasHandle_t, both passed as void* so that this header needs neither
+/// the CUDA runtime nor torch. Errors throw compact::error.
+
+#include <cstddef>
+#include <cstdint>
+
+#include <compact/core/state.hpp>
+
+namespace compact_torch {
+namespace cuda {
+
+/// Element types the CUDA backend supports (fp32 accumulation for all of them).
+enum class Dtype { kFloat, kHalf, kBFloat16 };
+/// The distribution of P.
+enum class DistId { kGaussian, kRademacher, kSrht };
+
+/// The launch context of one call: a CUDA stream and a cuBLAS handle (the caller's, i.e. torch's current ones).
+struct Context {
+  void* stream = nullptr;
+  void* cublas = nullptr;
+};
+
+/// Device workspace bytes the projector for (n, r) needs: all of P for small dense projections (bounded by
+/// compact's panel size), the sample, signs and sort scratch for SRHT.
+std::size_t workspace_bytes(DistId dist, Dtype dtype, std::int64_t n, std::int64_t r);
+
+/// z (rows x r) = x (rows x n) P.
+void sketch(DistId dist, Dtype dtype, compact::SketchState state, std::int64_t n, std::int64_t r, const void* x,
+            std::int64_t rows, std::int64_t x_stride, void* z, std::int64_t z_stride, void* workspace,
+            std::size_t workspace_size, Context ctx);
+
+/// out (m x n) = alpha g (m x r) P^T + beta out.
+void unsketch_grad(DistId dist, Dtype dtype, compact::SketchState state, std::int64_t n, std::int64_t r, const void* g,
+                   std::int64_t m, std::int64_t g_stride, void* out, std::int64_t out_stride, double alpha, double beta,
+                   void* workspace, std::size_t workspace_size, Context ctx);
+
+/// p (n x r) = P.
+void materialize(DistId dist, Dtype dtype, compact::SketchState state, std::int64_t n, std::int64_t r, void* p,
+                 std::int64_t p_stride, void* workspace, std::size_t workspace_size, Context ctx);
+
+/// g (m x r) = dy^T (rows x m) z (rows x r) + beta g.
+void compressed_grad(Dtype dtype, const void* dy, std::int64_t rows, std::int64_t m, std::int64_t dy_stride,
+                     const void* z, std::int64_t r, std::int64_t z_stride, void* g, std::int64_t g_stride, double beta,
+                     Context ctx);
+
+}  // namespace cuda
+}  // namespace compact_torch

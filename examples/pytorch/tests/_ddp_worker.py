@@ -1,0 +1,55 @@
+# SPDX-License-Identifier: MIT
+"""One rank of the DDP tests (test_ddp.py spawns two): trains the tiny LLaMA (float64) with gloo DDP on its half of
+each global batch and saves, per step, the reduced gradients and the all-reduce payload, and the final weights."""
+import os
+
+import torch
+import torch.distributed as dist
+
+import compact_torch as ct
+from conftest import tiny_llama
+
+STEPS = 4
+GLOBAL_BATCH = 4
+CONTEXT = 16
+VOCAB = 40
+
+
+def global_batch(step):
+    g = torch.Generator().manual_seed(500 + step)
+    return torch.randint(0, VOCAB, (GLOBAL_BATCH, CONTEXT), generator=g)
+
+
+def build(compact):
+    model = tiny_llama(vocab=VOCAB, context=CONTEXT, dtype=torch.float64)
+    if compact:
+        ct.compress(model, rank=0.25, period=2, seed=5)
+    return model, ct.CompressedAdamW(model.parameters(), lr=1e-2, weight_decay=0.01)
+
+
+def main(rank, world, port, out_dir, compact):
+    torch.set_num_threads(1)
+    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    model, opt = build(compact)
+    ddp = ct.DistributedDataParallel(model, broadcast_buffers=False)
+    traffic = ct.AllReduceTraffic()
+    ddp.register_comm_hook(traffic, ct.counting_allreduce_hook)
+    per = GLOBAL_BATCH // world
+    log = []
+    for step in range(STEPS):
+        ids = global_batch(step)[rank * per:(rank + 1) * per]
+        traffic.reset()
+        ddp(ids, ids).backward()
+        log.append({"grads": {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None},
+                    "total_bytes": traffic.total_bytes, "compressed_bytes": traffic.compressed_bytes,
+                    "params": {n: p.detach().clone() for n, p in model.named_parameters()}})
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    torch.save({"log": log, "final": model.state_dict()}, os.path.join(out_dir, f"rank{rank}_{int(compact)}.pt"))
+    dist.destroy_process_group()
+
+
+def spawn_main(rank, world, port, out_dir):
+    for compact in (False, True):
+        main(rank, world, port + int(compact), out_dir, compact)

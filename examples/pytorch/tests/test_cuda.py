@@ -1,0 +1,58 @@
+# SPDX-License-Identifier: MIT
+"""The CUDA backend of the extension against the CPU one (skipped without a GPU or without a CUDA build)."""
+import pytest
+
+torch = pytest.importorskip("torch", reason="compact_torch needs torch (Debian: apt-get install python3-torch)")
+
+import compact_torch as ct  # noqa: E402
+from conftest import gamma, tiny_llama  # noqa: E402
+
+if not torch.cuda.is_available():
+    pytestmark = pytest.mark.skip(reason="no CUDA device (torch.cuda.is_available() is False)")
+elif not ct.has_cuda():
+    pytestmark = pytest.mark.skip(reason="compact_torch was built without its CUDA backend (torch without CUDA, or "
+                                         "no nvcc)")
+
+DISTS = ["gaussian", "rademacher", "srht"]
+
+
+@pytest.mark.parametrize("dist", DISTS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_p_is_bitwise_the_cpu_p_rounded_to_the_element_type(dist, dtype):
+    cpu = ct.materialize(300, 40, 3, 1, 2, dist, dtype=torch.float32)
+    gpu = ct.materialize(300, 40, 3, 1, 2, dist, dtype=dtype, device="cuda")
+    assert torch.equal(gpu.cpu(), cpu.to(dtype))
+
+
+@pytest.mark.parametrize("dist", DISTS)
+def test_sketch_unsketch_and_compressed_grad_agree_with_the_cpu(dist):
+    torch.manual_seed(0)
+    n, r, b, m = 256, 64, 96, 48
+    x, g, dy = torch.randn(b, n), torch.randn(m, r), torch.randn(b, m)
+    p = ct.materialize(n, r, 5, 2, 1, dist, dtype=torch.float64)
+    z = ct.sketch(x.cuda(), r, 5, 2, 1, dist).cpu().double()
+    assert ((z - x.double() @ p).abs() <= gamma(n + 1, torch.float32) * (x.double().abs() @ p.abs())).all()
+    out = torch.zeros(m, n, device="cuda")
+    ct.unsketch_grad_(out, g.cuda(), 1.0, 0.0, 5, 2, 1, dist)
+    want = g.double() @ p.T
+    assert ((out.cpu().double() - want).abs() <= gamma(r + 1, torch.float32) * (g.double().abs() @ p.abs().T)).all()
+    gh = ct.compressed_grad(dy.cuda(), x[:, :r].contiguous().cuda()).cpu().double()
+    want = dy.double().T @ x[:, :r].double()
+    assert ((gh - want).abs() <= gamma(b, torch.float32) * (dy.double().abs().T @ x[:, :r].double().abs())).all()
+
+
+def test_a_compressed_model_trains_on_the_gpu_with_bf16_autocast():
+    model = ct.compress(tiny_llama(), rank=0.25, dist="srht").cuda()
+    opt = ct.CompressedAdamW(model.parameters(), lr=1e-2)
+    ids = torch.randint(0, 40, (4, 16), device="cuda")
+    losses = []
+    for _ in range(10):
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = model(ids, ids)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        losses.append(float(loss))
+    assert losses[-1] < 0.8 * losses[0]
+    q = model.model.layers[0].self_attn.q_proj
+    assert q.weight.dtype == torch.float32 and q.weight_ghat.stride() == (0, 0)

@@ -1,0 +1,130 @@
+# SPDX-License-Identifier: MIT
+"""CompactLinear: exact forward, dx and db; Ghat = dy^T (x P); only z is saved; module plumbing."""
+import copy
+import io
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="compact_torch needs torch (Debian: apt-get install python3-torch)")
+
+import compact_torch as ct  # noqa: E402
+from conftest import SavedTensorBytes, gamma  # noqa: E402
+
+DISTS = ["gaussian", "rademacher", "srht"]
+
+
+def make_pair(n=48, m=20, rank=12, dist="gaussian", bias=True, dtype=torch.float64, seed=0):
+    torch.manual_seed(seed)
+    ref = torch.nn.Linear(n, m, bias=bias).to(dtype)
+    layer = ct.CompactLinear.from_linear(copy.deepcopy(ref), rank=rank, dist=dist, seed=3, stream=1)
+    return ref, layer
+
+
+@pytest.mark.parametrize("dist", DISTS)
+def test_forward_dx_db_equal_nn_linear_and_ghat_is_projected_weight_gradient(dist):
+    ref, layer = make_pair(dist=dist)
+    x = torch.randn(2, 5, 48, dtype=torch.float64, requires_grad=True)
+    x_ref = x.detach().clone().requires_grad_(True)
+    y, y_ref = layer(x), ref(x_ref)
+    assert torch.equal(y, y_ref)  # the same F.linear call
+    dy = torch.randn_like(y)
+    y.backward(dy)
+    y_ref.backward(dy)
+    # dx = dy W (a length-m = 20 sum per entry) and db = sum of dy over the B = 10 tokens, exact up to the order of
+    # those sums: each side within gamma_k |terms| of the exact value.
+    dx_bound = 2 * gamma(20, torch.float64) * (dy.abs() @ ref.weight.abs())
+    assert ((x.grad - x_ref.grad).abs() <= dx_bound).all()
+    db_bound = 2 * gamma(10, torch.float64) * dy.abs().sum((0, 1))
+    assert ((layer.bias.grad - ref.bias.grad).abs() <= db_bound).all()
+    assert layer.weight.grad is None  # no m x n gradient is ever formed
+    # Naive reference: P regenerated, Ghat = (dy^T x) P, i.e. the full weight gradient projected. Computed in two
+    # association orders, each within gamma_{B+n} |dy^T| |x| |P| of the exact product (B = 10 tokens, n = 48).
+    p = layer.projection()
+    g_full = ref.weight.grad
+    want = g_full @ p
+    dy2, x2 = dy.reshape(-1, 20), x.detach().reshape(-1, 48)
+    bound = 2 * gamma(10 + 48, torch.float64) * (dy2.abs().T @ x2.abs() @ p.abs())
+    assert ((layer.weight_ghat.grad - want).abs() <= bound).all()
+    assert layer.weight_ghat.grad.shape == (20, 12)
+
+
+def test_gradcheck_dx_and_db_in_double():
+    _, layer = make_pair(n=10, m=6, rank=4)
+    x = torch.randn(3, 10, dtype=torch.float64, requires_grad=True)
+    layer.weight_ghat.requires_grad_(False)  # Ghat is not a derivative of y with respect to the placeholder
+    fn = lambda inp, b: torch.nn.functional.linear(inp, layer.weight, b)  # noqa: E731
+    assert torch.autograd.gradcheck(lambda inp: layer(inp), (x,))
+    assert torch.autograd.gradcheck(fn, (x, layer.bias))
+    layer.weight_ghat.requires_grad_(True)
+    assert torch.autograd.gradcheck(lambda inp: layer(inp), (x,))
+
+
+@pytest.mark.parametrize("dist", DISTS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_only_z_is_saved_for_backward(dist, dtype):
+    _, layer = make_pair(n=64, m=32, rank=16, dist=dist, dtype=dtype)
+    x = torch.randn(4, 8, 64, dtype=dtype, requires_grad=True)
+    with SavedTensorBytes(layer) as saved:
+        y = layer(x)
+    # B tokens x r x element size, nothing else (the weight is referenced, not saved).
+    assert saved.bytes == 4 * 8 * 16 * x.element_size()
+    y.sum().backward()
+
+
+def test_accumulated_micro_batches_equal_one_batch():
+    _, layer = make_pair(rank=12)
+    x, dy = torch.randn(8, 48, dtype=torch.float64), torch.randn(8, 20, dtype=torch.float64)
+    layer(x[:3]).backward(dy[:3])
+    layer(x[3:]).backward(dy[3:])
+    split = layer.weight_ghat.grad.clone()
+    layer.weight_ghat.grad = None
+    layer(x).backward(dy)
+    bound = 2 * gamma(8, torch.float64) * (dy.abs().T @ (x.abs() @ layer.projection().abs()))
+    assert ((split - layer.weight_ghat.grad).abs() <= bound).all()
+
+
+def test_eval_and_no_grad_are_a_plain_linear_and_save_nothing():
+    ref, layer = make_pair()
+    x = torch.randn(5, 48, dtype=torch.float64)
+    with torch.no_grad():
+        assert torch.equal(layer(x), ref(x))
+
+
+def test_placeholder_holds_no_memory_and_survives_to_deepcopy_and_state_dict():
+    _, layer = make_pair()
+    assert layer.weight_ghat.stride() == (0, 0) and layer.weight_ghat.shape == (20, 12)
+    twin = copy.deepcopy(layer)
+    assert twin.weight_ghat.stride() == (0, 0) and ct.owner_of(twin.weight_ghat) is twin
+    converted = copy.deepcopy(layer).float()
+    assert converted.weight_ghat.stride() == (0, 0) and converted.weight_ghat.dtype == torch.float32
+    assert ct.owner_of(converted.weight_ghat) is converted
+    sd = layer.state_dict()
+    assert "weight_ghat" not in sd and "weight" in sd
+    layer.step = 7
+    buf = io.BytesIO()
+    torch.save(layer.state_dict(), buf)
+    buf.seek(0)
+    fresh = ct.CompactLinear(48, 20, rank=12, dtype=torch.float64)
+    names = [n for n, _ in fresh.named_parameters()]
+    fresh.load_state_dict(torch.load(buf))
+    assert [n for n, _ in fresh.named_parameters()] == names
+    assert fresh.step == 7 and fresh.seed == 3 and fresh.stream == 1
+    assert torch.equal(fresh.weight, layer.weight) and torch.equal(fresh.projection(), layer.projection())
+
+
+def test_window_follows_step_and_period():
+    layer = ct.CompactLinear(16, 4, rank=4, period=3)
+    p0 = layer.projection()
+    layer.step = 2
+    assert torch.equal(layer.projection(), p0)
+    layer.step = 3
+    assert layer.window == 1 and not torch.equal(layer.projection(), p0)
+    never = ct.CompactLinear(16, 4, rank=4, period=0)
+    never.step = 10**6
+    assert never.window == 0
+
+
+@pytest.mark.parametrize("rank,n,want", [(0.5, 352, 176), (0.25, 128, 32), (0.125, 352, 44), (1e-9, 64, 1),
+                                         (64, 64, 64), (1, 5, 1), (3.0, 8, 3)])
+def test_rank_fraction_or_absolute(rank, n, want):
+    assert ct.resolve_rank(rank, n) == want

@@ -1,0 +1,87 @@
+# SPDX-License-Identifier: MIT
+"""The byte-exact CPU allocation tracker and the peak-memory breakdown of a training step."""
+import pytest
+
+torch = pytest.importorskip("torch", reason="compact_torch needs torch (Debian: apt-get install python3-torch)")
+
+import compact_torch as ct  # noqa: E402
+from compact_torch import memory  # noqa: E402
+import conftest  # noqa: E402
+from conftest import tiny_llama  # noqa: E402
+
+tracker = ct.CpuMemoryTracker()  # before any tensor of these tests is made
+
+
+def test_tracker_counts_exact_bytes_and_finds_the_peak():
+    keep = torch.empty(250, dtype=torch.float64)  # 2000 bytes, live before recording: weights below
+    base = tracker.live_bytes()  # includes keep and whatever other tests left alive
+    tracker.start()
+    a = torch.empty(1000)  # 4000
+    b = torch.empty(300, dtype=torch.int16)  # 600
+    del a
+    c = torch.empty(900)  # 3600: live = base + 600 + 3600 < base + 4000 + 600
+    report = tracker.stop({"weights": [keep], "gradients": [], "optimizer": [c]})
+    assert report["peak"] == base + 4600
+    assert report["weights"] == 2000 and report["activations"] == 4000 and report["other"] == base - 2000 + 600
+    assert report["optimizer"] == 0  # c did not exist at the peak
+    assert report["end"]["optimizer"] == 3600
+    del b, c, keep
+
+
+def test_tensors_from_before_the_tracker_are_refused():
+    with pytest.raises(RuntimeError, match="before the tracker was installed"):
+        tracker.start()
+        tracker.stop({"weights": [conftest.EARLY_TENSOR]})
+
+
+def train_step(model, opt, batch=4):
+    # The batch is made inside the step: it is an input of this step (an activation), not persistent state.
+    ids = torch.randint(0, 40, (batch, 16), generator=torch.Generator().manual_seed(0))
+    model(ids, ids).backward()
+    opt.step()
+
+
+@pytest.mark.parametrize("compact", [False, True], ids=["full", "compact"])
+def test_breakdown_of_a_training_step_sums_to_the_peak(compact):
+    model = tiny_llama()
+    if compact:
+        ct.compress(model, rank=0.25)
+    opt = (ct.CompressedAdamW if compact else torch.optim.AdamW)(model.parameters(), lr=1e-3)
+    train_step(model, opt)  # optimizer state exists from now on
+    opt.zero_grad(set_to_none=True)
+    before = memory.category_bytes(memory.model_tensors(model, opt))
+    foreign = tracker.live_bytes() - before["weights"] - before["optimizer"]  # left alive by other tests
+    tracker.start()
+    train_step(model, opt)
+    report = tracker.stop(memory.model_tensors(model, opt))
+    sizes = memory.category_bytes(memory.model_tensors(model, opt))
+    assert sum(report[c] for c in memory.CATEGORIES) == report["peak"] == report["total"] + report["other"]
+    assert report["weights"] == sizes["weights"] and report["optimizer"] == sizes["optimizer"]
+    assert 0 <= report["gradients"] <= sizes["gradients"]
+    assert report["other"] == foreign and report["activations"] > 0  # the step leaves nothing else behind
+    n_weights = sum(p.numel() for p in model.parameters() if p.stride() != (0, 0))
+    dense = sum(p.numel() for p in model.parameters() if p.requires_grad and ct.owner_of(p) is None)
+    ghat = sum(p.numel() for p in model.parameters() if ct.owner_of(p) is not None)
+    # exp_avg and exp_avg_sq (fp32) per trainable parameter; torch's AdamW also keeps its step as a tensor.
+    steps = sum(st["step"].numel() * st["step"].element_size() for st in opt.state.values() if torch.is_tensor(st["step"]))
+    assert sizes["optimizer"] == 2 * 4 * (dense + ghat) + steps
+    assert sizes["gradients"] == 4 * (dense + ghat)
+    if compact:
+        assert ghat * 4 == n_weights - dense  # r = n/4 of every compressed weight
+
+
+def test_compact_peak_is_below_full_rank_for_the_same_model_and_batch():
+    peaks = {}
+    for compact in (False, True):
+        model = tiny_llama()
+        if compact:
+            ct.compress(model, rank=0.25)
+        opt = (ct.CompressedAdamW if compact else torch.optim.AdamW)(model.parameters(), lr=1e-3)
+        train_step(model, opt, batch=8)
+        opt.zero_grad(set_to_none=True)
+        tracker.start()
+        train_step(model, opt, batch=8)
+        peaks[compact] = tracker.stop(memory.model_tensors(model, opt))
+    assert peaks[True]["optimizer"] * 2 < peaks[False]["optimizer"]
+    assert peaks[True]["activations"] < peaks[False]["activations"]
+    assert peaks[True]["total"] < peaks[False]["total"]
