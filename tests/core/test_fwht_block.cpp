@@ -6,6 +6,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <set>
 #include <vector>
@@ -55,10 +56,9 @@ std::vector<std::vector<float>> block_forward(const std::vector<std::vector<floa
   const index_t per_row = index_t{1} << s.log2_threads;
   b.each([&](index_t t) {
     const auto& row = rows[static_cast<std::size_t>(t / per_row)];
-    for (int q = 0; q < kElems; ++q) {
-      regs[t].v[q] = q < (1 << s.log2_elems)
-                         ? row[static_cast<std::size_t>(detail::fwht_layout_element(s, 0, t % per_row, q))]
-                         : 0.0f;
+    for (int q = 0; q < kElems; ++q) {  // zero past a row shorter than a thread's registers
+      const std::size_t k = detail::fwht_layout_element(s, 0, std::uint32_t(t % per_row), q);
+      regs[t].v[q] = k < row.size() ? row[k] : 0.0f;
     }
   });
   float* sm = b.shared<float>();
@@ -66,7 +66,7 @@ std::vector<std::vector<float>> block_forward(const std::vector<std::vector<floa
   std::vector<std::vector<float>> out(rows.size(), std::vector<float>(rows[0].size()));
   for (std::size_t rho = 0; rho < rows.size(); ++rho) {
     for (std::size_t k = 0; k < rows[0].size(); ++k) {
-      out[rho][k] = sm[detail::fwht_shared_index(s, static_cast<index_t>(rho), static_cast<index_t>(k))];
+      out[rho][k] = sm[detail::fwht_shared_index(s, std::uint32_t(rho), std::uint32_t(k))];
     }
   }
   return out;
@@ -80,7 +80,7 @@ std::vector<std::vector<float>> block_backward(const std::vector<std::vector<flo
   float* sm = b.shared<float>();
   for (std::size_t rho = 0; rho < rows.size(); ++rho) {
     for (std::size_t k = 0; k < rows[0].size(); ++k) {
-      sm[detail::fwht_shared_index(s, static_cast<index_t>(rho), static_cast<index_t>(k))] = rows[rho][k];
+      sm[detail::fwht_shared_index(s, std::uint32_t(rho), std::uint32_t(k))] = rows[rho][k];
     }
   }
   auto regs = b.local<detail::Registers<kElems>>();
@@ -88,9 +88,9 @@ std::vector<std::vector<float>> block_backward(const std::vector<std::vector<flo
   std::vector<std::vector<float>> out(rows.size(), std::vector<float>(rows[0].size()));
   const index_t per_row = index_t{1} << s.log2_threads;
   for (index_t t = 0; t < b.size(); ++t) {
-    for (int q = 0; q < (1 << s.log2_elems); ++q) {
-      out[static_cast<std::size_t>(t / per_row)]
-         [static_cast<std::size_t>(detail::fwht_layout_element(s, 0, t % per_row, q))] = regs[t].v[q];
+    for (int q = 0; q < kElems; ++q) {
+      const std::size_t k = detail::fwht_layout_element(s, 0, std::uint32_t(t % per_row), q);
+      if (k < rows[0].size()) out[static_cast<std::size_t>(t / per_row)][k] = regs[t].v[q];
     }
   }
   return out;
@@ -99,7 +99,7 @@ std::vector<std::vector<float>> block_backward(const std::vector<std::vector<flo
 template <int kElems>
 void check_length(int log2_len) {
   const detail::FwhtShape s = detail::fwht_shape(log2_len);
-  REQUIRE((1 << s.log2_elems) <= kElems);
+  REQUIRE((1 << s.log2_elems) == kElems);
   const auto rows = test_rows(log2_len, 1 << s.log2_rows, 99 + static_cast<std::uint64_t>(log2_len));
   for (const bool reverse : {false, true}) {
     const auto fwd = block_forward<kElems>(rows, s, reverse);
@@ -126,11 +126,13 @@ TEST_CASE("the block FWHT computes the Hadamard transform for lengths 2^11 to 2^
   for (int log2_len = 11; log2_len <= detail::kFwhtMaxLog2; ++log2_len) check_length<detail::kFwhtMaxElems>(log2_len);
 }
 
-TEST_CASE("FWHT shapes: 32 or 64 registers, at most 512 threads, at least 128 per block, few stages") {
+TEST_CASE(
+    "FWHT shapes: 32 or 64 registers (short rows padded), at most 512 threads, at least 128 per block, few stages") {
   for (int log2_len = 0; log2_len <= detail::kFwhtMaxLog2; ++log2_len) {
     const detail::FwhtShape s = detail::fwht_shape(log2_len);
-    CHECK(s.log2_elems + s.log2_threads == log2_len);
-    CHECK(s.log2_elems <= 6);
+    CHECK(s.log2_elems == (log2_len <= 10 ? 5 : 6));
+    CHECK(s.log2_threads == (log2_len > s.log2_elems ? log2_len - s.log2_elems : 0));
+    CHECK(detail::fwht_row_span(s) == (index_t{1} << std::max(log2_len, s.log2_elems)));
     CHECK(detail::fwht_block_threads(s) <= 512);
     CHECK(detail::fwht_block_threads(s) >= 128);
     CHECK(s.stages == (log2_len <= 5 ? 1 : (log2_len <= 12 ? 2 : 3)));
@@ -138,7 +140,7 @@ TEST_CASE("FWHT shapes: 32 or 64 registers, at most 512 threads, at least 128 pe
     std::vector<int> done(static_cast<std::size_t>(log2_len), 0);
     for (int stage = 0; stage < s.stages; ++stage) {
       const int b = detail::fwht_stage_layout(s, stage);
-      CHECK(b + s.log2_elems <= log2_len);
+      CHECK(b + s.log2_elems <= std::max(log2_len, s.log2_elems));
       for (int bit = stage * s.log2_elems; bit < (stage + 1) * s.log2_elems && bit < log2_len; ++bit) {
         CHECK(bit >= b);
         CHECK(bit < b + s.log2_elems);
@@ -146,26 +148,31 @@ TEST_CASE("FWHT shapes: 32 or 64 registers, at most 512 threads, at least 128 pe
       }
     }
     for (const int d : done) CHECK(d == 1);
-    // Shared memory: rows of 2^15 take 128 KiB; shorter rows at most 64 KiB per block.
-    CHECK(detail::fwht_shared_bytes(s) <= (log2_len == 15 ? std::size_t{128} << 10 : std::size_t{64} << 10));
+    // Shared memory: the rows plus one pad word per E words; 130 KiB for 2^15, 65 KiB for 2^14, else at most 33 KiB.
+    const std::size_t span = std::size_t{1} << std::max(log2_len, s.log2_elems);
+    CHECK(detail::fwht_shared_bytes(s) == 4 * (span + (span >> s.log2_elems)) << s.log2_rows);
+    const std::size_t most = log2_len == 15 ? 133120 : (log2_len == 14 ? 66560 : 33280);
+    CHECK(detail::fwht_shared_bytes(s) <= most);
   }
 }
 
-TEST_CASE("every layout maps (thread, register) one to one onto the row, and the swizzle onto shared memory") {
+TEST_CASE("every layout maps (thread, register) one to one onto the row's span, and the padding onto shared memory") {
   for (int log2_len = 0; log2_len <= detail::kFwhtMaxLog2; ++log2_len) {
     const detail::FwhtShape s = detail::fwht_shape(log2_len);
-    const index_t len = index_t{1} << log2_len, rows = index_t{1} << s.log2_rows;
+    const index_t len = detail::fwht_row_span(s), rows = index_t{1} << s.log2_rows;
     for (int stage = 0; stage < s.stages; ++stage) {
       const int b = detail::fwht_stage_layout(s, stage);
       std::vector<int> hits(static_cast<std::size_t>(len), 0);
       for (index_t t = 0; t < (index_t{1} << s.log2_threads); ++t) {
-        for (int q = 0; q < (1 << s.log2_elems); ++q) ++hits[std::size_t(detail::fwht_layout_element(s, b, t, q))];
+        for (int q = 0; q < (1 << s.log2_elems); ++q)
+          ++hits[std::size_t(detail::fwht_layout_element(s, b, std::uint32_t(t), q))];
       }
       for (const int h : hits) REQUIRE(h == 1);
     }
     std::vector<int> cells(static_cast<std::size_t>(detail::fwht_shared_bytes(s) / 4), 0);
     for (index_t rho = 0; rho < rows; ++rho) {
-      for (index_t k = 0; k < len; ++k) ++cells[std::size_t(detail::fwht_shared_index(s, rho, k))];
+      for (index_t k = 0; k < len; ++k)
+        ++cells[std::size_t(detail::fwht_shared_index(s, std::uint32_t(rho), std::uint32_t(k)))];
     }
     index_t used = 0;
     for (const int c : cells) {
@@ -173,6 +180,32 @@ TEST_CASE("every layout maps (thread, register) one to one onto the row, and the
       used += c;
     }
     CHECK(used == rows * len);
+  }
+}
+
+TEST_CASE("the register addresses of every layout are register 0's plus the linear (or narrow) offset") {
+  for (int log2_len = 0; log2_len <= detail::kFwhtMaxLog2; ++log2_len) {
+    const detail::FwhtShape s = detail::fwht_shape(log2_len);
+    const index_t threads = detail::fwht_block_threads(s), per_row = index_t{1} << s.log2_threads;
+    index_t wrong = 0, linear = 0;
+    for (int stage = 0; stage < s.stages; ++stage) {
+      const int b = detail::fwht_stage_layout(s, stage);
+      const std::uint32_t stride = detail::fwht_layout_stride(s, b);
+      linear += stride != 0;
+      for (index_t t = 0; t < threads; ++t) {
+        const std::uint32_t base = detail::fwht_layout_base(s, b, t);
+        for (int q = 0; q < (1 << s.log2_elems); ++q) {
+          const std::uint32_t want = detail::fwht_shared_index(
+              s, std::uint32_t(t / per_row), detail::fwht_layout_element(s, b, std::uint32_t(t % per_row), q));
+          const std::uint32_t got =
+              base + (stride != 0 ? std::uint32_t(q) * stride : detail::fwht_narrow_offset(s, b, q));
+          wrong += got != want;
+        }
+      }
+    }
+    CHECK_MESSAGE(wrong == 0, "length 2^" << log2_len);
+    // Rows of 2^12 (n = 4096) and longer, and of at most 2^5 or exactly 2^10: every layout linear in q.
+    if (log2_len >= 12 || log2_len <= 5 || log2_len == 10) CHECK(linear == s.stages);
   }
 }
 
@@ -190,7 +223,8 @@ TEST_CASE("every stage's shared-memory writes and reads are free of bank conflic
           std::set<index_t> banks;
           for (index_t lane = 0; lane < 32; ++lane) {
             const index_t t = warp * 32 + lane;
-            banks.insert(detail::fwht_shared_index(s, t / per_row, detail::fwht_layout_element(s, b, t % per_row, q)) %
+            banks.insert(detail::fwht_shared_index(s, std::uint32_t(t / per_row),
+                                                   detail::fwht_layout_element(s, b, std::uint32_t(t % per_row), q)) %
                          32);
           }
           conflicted += banks.size() != 32;

@@ -37,9 +37,9 @@ inline constexpr int kSrhtMaxLog2 = 20;
 inline constexpr int kSrhtMaxHighBits = 5;
 /// Register array of the register pass: 2^kSrhtMaxHighBits.
 inline constexpr int kSrhtMaxHighElems = 1 << kSrhtMaxHighBits;
-/// Chunk bits every supported GPU can do in one block: 2^14 floats = 64 KiB of shared memory, which every GPU
-/// from sm_70 on gives a block (sm_80 and sm_90 give 2^15: 163 KiB and 227 KiB).
-inline constexpr int kSrhtPortableChunkBits = 14;
+/// Chunk bits every supported GPU can do in one block: a chunk of 2^13 takes 33 KiB of shared memory (2^14 takes
+/// 65 KiB, one more than sm_75 gives; sm_86 and sm_89 give 99 KiB: 2^14; sm_80 and sm_90 163 and 227 KiB: 2^15).
+inline constexpr int kSrhtPortableChunkBits = 13;
 
 // ---------------------------------------------------------------------------------------------------------------
 // Plan: how a row is cut.
@@ -141,44 +141,43 @@ COMPACT_HOST_DEVICE inline index_t srht_chunk_blocks_needed(const SrhtPlan& p, i
 /// Thread tasks of a register pass over `rows` rows: one per (row, position lo in a chunk).
 COMPACT_HOST_DEVICE inline index_t srht_register_tasks(const SrhtPlan& p, index_t rows) { return rows << p.chunk_bits; }
 
-/// Loads `elems` (<= kElems) consecutive values of a row, src[k0 + q] for q < elems, converted to fp32 and zero at
-/// and past `valid`; registers q >= elems are zero. Whole 16-byte vectors when src + k0 is 16-byte aligned (k0 is a
-/// multiple of elems, so all of the thread's vectors are) and the vector lies below `valid`; single elements else.
+/// Loads the kElems consecutive values src[k0 + q] of a row, converted to fp32, zero at and past `valid`. Whole
+/// 16-byte vectors when src + k0 is 16-byte aligned (k0 is a multiple of kElems, so all of the thread's vectors are)
+/// and the vector lies below `valid`; single elements else.
 template <int kElems, class In, class ToFloat>
-COMPACT_HOST_DEVICE inline void srht_load_values(const In* src, index_t k0, int elems, index_t valid, ToFloat to_float,
+COMPACT_HOST_DEVICE inline void srht_load_values(const In* src, index_t k0, index_t valid, ToFloat to_float,
                                                  float (&v)[kElems]) {
   constexpr int kVec = kVec16Elems<In>;
   static_assert(kElems % kVec == 0, "compact::detail::srht_load_values: whole vectors per thread");
-  const bool vectors = elems >= kVec && is_aligned16(src + k0);
+  const bool vectors = is_aligned16(src + k0);
   COMPACT_UNROLL
   for (int m = 0; m < kElems / kVec; ++m) {
     const int q0 = m * kVec;
-    if (vectors && q0 < elems && k0 + q0 + kVec <= valid) {
+    if (vectors && k0 + q0 + kVec <= valid) {
       const Vec16 x = load_vec16(src + k0 + q0);
       COMPACT_UNROLL
       for (int l = 0; l < kVec; ++l) v[q0 + l] = to_float(vec16_get<In>(x, l));
     } else {
       COMPACT_UNROLL
-      for (int l = 0; l < kVec; ++l)
-        v[q0 + l] = q0 + l < elems && k0 + q0 + l < valid ? to_float(src[k0 + q0 + l]) : 0.0f;
+      for (int l = 0; l < kVec; ++l) v[q0 + l] = k0 + q0 + l < valid ? to_float(src[k0 + q0 + l]) : 0.0f;
     }
   }
 }
 
-/// Stores value(q) at dst[k0 + q] for q < elems and k0 + q < valid: whole 16-byte vectors where dst + k0 is 16-byte
-/// aligned and the vector lies below `valid` (with old(q) = the value there before, read as a vector too, when
-/// `read_old`), single elements else. value(q, old) gives the stored Out from fp32 old (0 when not read).
+/// Stores value(q, old) at dst[k0 + q] for the kElems values with k0 + q < valid: whole 16-byte vectors where
+/// dst + k0 is 16-byte aligned and the vector lies below `valid`, single elements else. old is the fp32 value there
+/// before (read as a vector too) when `read_old`, else 0.
 template <int kElems, class Out, class Value, class ToFloat>
-COMPACT_HOST_DEVICE inline void srht_store_values(Out* dst, index_t k0, int elems, index_t valid, bool read_old,
-                                                  ToFloat to_float, Value value) {
+COMPACT_HOST_DEVICE inline void srht_store_values(Out* dst, index_t k0, index_t valid, bool read_old, ToFloat to_float,
+                                                  Value value) {
   constexpr int kVec = kVec16Elems<Out>;
   static_assert(kElems % kVec == 0, "compact::detail::srht_store_values: whole vectors per thread");
   using Bits = decltype(raw_bits(std::declval<Out>()));
-  const bool vectors = elems >= kVec && is_aligned16(dst + k0);
+  const bool vectors = is_aligned16(dst + k0);
   COMPACT_UNROLL
   for (int m = 0; m < kElems / kVec; ++m) {
     const int q0 = m * kVec;
-    if (vectors && q0 < elems && k0 + q0 + kVec <= valid) {
+    if (vectors && k0 + q0 + kVec <= valid) {
       Vec16 old{};
       if (read_old) old = load_vec16(dst + k0 + q0);
       Bits bits[kVec];
@@ -190,7 +189,7 @@ COMPACT_HOST_DEVICE inline void srht_store_values(Out* dst, index_t k0, int elem
     } else {
       COMPACT_UNROLL
       for (int l = 0; l < kVec; ++l) {
-        if (q0 + l < elems && k0 + q0 + l < valid) {
+        if (k0 + q0 + l < valid) {
           Out* at = dst + k0 + q0 + l;
           *at = value(q0 + l, read_old ? to_float(*at) : 0.0f);
         }
@@ -219,48 +218,47 @@ COMPACT_HOST_DEVICE inline SrhtChunkThread srht_chunk_thread(const SrhtPlan& p, 
 /// kIo = kDirect (one pass): the chunk is the row, loaded as x[row, k] d_k (0 for k >= n). kIo = kScratch: the
 /// chunk is scratch[row * n' + c 2^chunk_bits + k], already signed and transformed over the high bits.
 /// b.size() == fwht_block_threads(plan.chunk); shared memory fwht_shared_bytes(plan.chunk); kElems >=
-/// 2^plan.chunk.log2_elems (32 or 64).
+/// == 2^plan.chunk.log2_elems (32 or 64).
 template <int kElems, SrhtChunkIo kIo, class Block, class In, class Out, class ToFloat, class FromFloat>
 COMPACT_HOST_DEVICE inline void srht_sketch_chunks(Block& b, const SrhtRows& d, const In* x, index_t ldx,
                                                    const float* scratch, Out* z, index_t ldz, index_t rows,
                                                    ToFloat to_float, FromFloat from_float) {
   const FwhtShape s = d.plan.chunk;
-  const int elems = 1 << s.log2_elems, cb = d.plan.chunk_bits;
+  const int cb = d.plan.chunk_bits;
   const index_t np = index_t{1} << d.plan.log2_len, tasks = srht_chunk_tasks(d.plan, rows);
   const index_t per_block = index_t{1} << s.log2_rows, threads_per_row = index_t{1} << s.log2_threads;
   float* sm = b.template shared<float>();
   auto regs = b.template local<Registers<kElems>>();
   auto negative = b.template local<std::uint64_t>();  // d's sign bits of the thread's elements (one pass)
   if constexpr (kIo == SrhtChunkIo::kDirect) {
-    b.each([&](index_t t) {
-      negative[t] = srht_sign_bits(d.sign_words, (t & (threads_per_row - 1)) << s.log2_elems, elems);
-    });
+    b.each(
+        [&](index_t t) { negative[t] = srht_sign_bits(d.sign_words, (t & (threads_per_row - 1)) * kElems, kElems); });
   }
   for (index_t task0 = b.index() * per_block; task0 < tasks; task0 += b.count() * per_block) {
     b.each([&](index_t t) {
       const SrhtChunkThread th = srht_chunk_thread(d.plan, task0, tasks, t);
-      const index_t k0 = th.tt << s.log2_elems;
+      const index_t k0 = th.tt * kElems;
       if (!th.active) {
         COMPACT_UNROLL
         for (int q = 0; q < kElems; ++q) regs[t].v[q] = 0.0f;
       } else if constexpr (kIo == SrhtChunkIo::kDirect) {
-        srht_load_values(x + th.row * ldx, k0, elems, d.n, to_float, regs[t].v);
+        srht_load_values(x + th.row * ldx, k0, d.n, to_float, regs[t].v);
         COMPACT_UNROLL
         for (int q = 0; q < kElems; ++q) {
           if ((negative[t] >> q) & 1u) regs[t].v[q] = -regs[t].v[q];
         }
       } else {
-        srht_load_values(scratch + th.row * np + (th.chunk << cb), k0, elems, index_t{1} << cb, Identity{}, regs[t].v);
+        srht_load_values(scratch + th.row * np + (th.chunk << cb), k0, index_t{1} << cb, Identity{}, regs[t].v);
       }
     });
     fwht_rows_forward<kElems>(b, regs, sm, s);
     b.each([&](index_t t) {
       const SrhtChunkThread th = srht_chunk_thread(d.plan, task0, tasks, t);
       if (!th.active) return;
-      const index_t first = d.chunk_first[th.chunk], last = d.chunk_first[th.chunk + 1], base = th.chunk << cb;
+      const index_t first = d.chunk_first[th.chunk], last = d.chunk_first[th.chunk + 1];
+      const std::uint32_t base = static_cast<std::uint32_t>(th.chunk << cb), rho = static_cast<std::uint32_t>(th.rho);
       for (index_t j = first + th.tt; j < last; j += threads_per_row) {
-        z[th.row * ldz + j] =
-            from_float(d.scale * sm[fwht_shared_index(s, th.rho, static_cast<index_t>(d.sample[j]) - base)]);
+        z[th.row * ldz + j] = from_float(d.scale * sm[fwht_shared_index(s, rho, d.sample[j] - base)]);
       }
     });
     b.sync();  // the next tasks overwrite sm
@@ -307,13 +305,13 @@ COMPACT_HOST_DEVICE inline float srht_unsketch_value(std::uint32_t negative, flo
 /// block), the sampled g[row, j] of the chunk are scattered to S_j (zeros elsewhere) and transformed. kIo = kDirect
 /// (one pass): out[row, k] = alpha d_k scale y_k + beta out[row, k] for k < n. kIo = kScratch:
 /// scratch[row * n' + c 2^chunk_bits + k] = y_k, for the register pass to finish. b.size() ==
-/// fwht_block_threads(plan.chunk); shared memory fwht_shared_bytes(plan.chunk); kElems >= 2^plan.chunk.log2_elems.
+/// fwht_block_threads(plan.chunk); shared memory fwht_shared_bytes(plan.chunk); kElems == 2^plan.chunk.log2_elems.
 template <int kElems, SrhtChunkIo kIo, class Block, class In, class Out, class ToFloat, class FromFloat>
 COMPACT_HOST_DEVICE inline void srht_unsketch_chunks(Block& b, const SrhtRows& d, const In* g, index_t ldg,
                                                      float* scratch, Out* out, index_t ldo, float alpha, float beta,
                                                      index_t rows, ToFloat to_float, FromFloat from_float) {
   const FwhtShape s = d.plan.chunk;
-  const int elems = 1 << s.log2_elems, cb = d.plan.chunk_bits;
+  const int cb = d.plan.chunk_bits;
   const index_t np = index_t{1} << d.plan.log2_len, tasks = srht_chunk_tasks(d.plan, rows);
   const index_t per_block = index_t{1} << s.log2_rows, threads_per_row = index_t{1} << s.log2_threads;
   const index_t shared_floats = fwht_row_stride(s) << s.log2_rows;
@@ -321,9 +319,8 @@ COMPACT_HOST_DEVICE inline void srht_unsketch_chunks(Block& b, const SrhtRows& d
   auto regs = b.template local<Registers<kElems>>();
   auto negative = b.template local<std::uint64_t>();
   if constexpr (kIo == SrhtChunkIo::kDirect) {
-    b.each([&](index_t t) {
-      negative[t] = srht_sign_bits(d.sign_words, (t & (threads_per_row - 1)) << s.log2_elems, elems);
-    });
+    b.each(
+        [&](index_t t) { negative[t] = srht_sign_bits(d.sign_words, (t & (threads_per_row - 1)) * kElems, kElems); });
   }
   for (index_t task0 = b.index() * per_block; task0 < tasks; task0 += b.count() * per_block) {
     b.each([&](index_t t) {
@@ -333,9 +330,10 @@ COMPACT_HOST_DEVICE inline void srht_unsketch_chunks(Block& b, const SrhtRows& d
     b.each([&](index_t t) {
       const SrhtChunkThread th = srht_chunk_thread(d.plan, task0, tasks, t);
       if (!th.active) return;
-      const index_t first = d.chunk_first[th.chunk], last = d.chunk_first[th.chunk + 1], base = th.chunk << cb;
+      const index_t first = d.chunk_first[th.chunk], last = d.chunk_first[th.chunk + 1];
+      const std::uint32_t base = static_cast<std::uint32_t>(th.chunk << cb), rho = static_cast<std::uint32_t>(th.rho);
       for (index_t j = first + th.tt; j < last; j += threads_per_row) {
-        sm[fwht_shared_index(s, th.rho, static_cast<index_t>(d.sample[j]) - base)] = to_float(g[th.row * ldg + j]);
+        sm[fwht_shared_index(s, rho, d.sample[j] - base)] = to_float(g[th.row * ldg + j]);
       }
     });
     b.sync();
@@ -343,16 +341,16 @@ COMPACT_HOST_DEVICE inline void srht_unsketch_chunks(Block& b, const SrhtRows& d
     b.each([&](index_t t) {
       const SrhtChunkThread th = srht_chunk_thread(d.plan, task0, tasks, t);
       if (!th.active) return;
-      const index_t k0 = th.tt << s.log2_elems;
+      const index_t k0 = th.tt * kElems;
       const float* y = regs[t].v;
       if constexpr (kIo == SrhtChunkIo::kDirect) {
         const std::uint64_t neg = negative[t];
-        srht_store_values<kElems>(out + th.row * ldo, k0, elems, d.n, beta != 0.0f, to_float, [&](int q, float old) {
+        srht_store_values<kElems>(out + th.row * ldo, k0, d.n, beta != 0.0f, to_float, [&](int q, float old) {
           return from_float(srht_unsketch_value((neg >> q) & 1u, d.scale * y[q], alpha, beta, old));
         });
       } else {
-        srht_store_values<kElems>(scratch + th.row * np + (th.chunk << cb), k0, elems, index_t{1} << cb, false,
-                                  Identity{}, [&](int q, float) { return y[q]; });
+        srht_store_values<kElems>(scratch + th.row * np + (th.chunk << cb), k0, index_t{1} << cb, false, Identity{},
+                                  [&](int q, float) { return y[q]; });
       }
     });
     b.sync();  // the next tasks overwrite sm
