@@ -3,7 +3,8 @@
 # One command for a machine with an NVIDIA GPU (written for an H200): builds the CUDA targets for sm_90, runs the
 # GPU tests (ctest -L gpu), compute-sanitizer racecheck and synccheck on the test's "sanitize" suite, the GPU
 # benchmarks and, when python3 has torch with CUDA, the torch.randn + matmul baseline; writes logs to the folder
-# given as $1 (else $OUT, else ./device_check_out) and prints a short table last.
+# given as $1 (else $OUT, else ./device_check_out) and prints a short table last, ending with the issue-12 targets
+# (dense sketch / cuBLAS with a stored P <= 1.10, SRHT / copy bandwidth >= 0.60, both measured in this run).
 #
 #   bench/gpu/device_check.sh [LOG_DIR]
 #   bench/gpu/device_check.sh --stage-deps      # on a CPU machine: copy doctest + Google Benchmark into .devdeps/

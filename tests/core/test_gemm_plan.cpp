@@ -1,14 +1,17 @@
 // SPDX-License-Identifier: MIT
-/// Host tests of core/gemm_plan.hpp: the row-major -> column-major GEMM plans of the dense projectors and
-/// compressed_grad, executed by a naive BLAS-semantics GEMM over every panel split the projectors use.
+/// Host tests of core/gemm_plan.hpp: the row-major -> column-major GEMM plans of the dense projectors, of a stored
+/// P and of compressed_grad, executed by a naive BLAS-semantics GEMM over the panel splits of
+/// core/panel_schedule.hpp (serial and overlapped, padded leading dimensions).
 
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "compact/core/gemm_plan.hpp"
+#include "compact/core/panel_schedule.hpp"
 #include "compact/core/philox.hpp"
 
 namespace {
@@ -55,21 +58,21 @@ std::vector<float> small_ints(std::size_t count, std::uint64_t seed) {
 
 constexpr float kSentinel = 12345.0f;
 
-/// z = x P through the projector's panel loop (panel_extent, sketch_panel_gemm), compared with the row-major product.
-void check_sketch_plan(index_t batch, index_t n, index_t r, index_t capacity, index_t align) {
+/// z = x P through the projector's panel loop (sketch_split, sketch_panel_gemm), each panel copied into a buffer of
+/// its padded leading dimension, compared with the row-major product.
+void check_sketch_plan(index_t batch, index_t n, index_t r, index_t capacity, index_t vec,
+                       compact::PanelSchedule schedule) {
   const index_t ldx = n + 3, ldz = r + 2;
   const std::vector<float> x = small_ints(std::size_t(batch * ldx), 1), p = small_ints(std::size_t(n * r), 2);
   std::vector<float> z(std::size_t(batch * ldz), kSentinel);
-  const index_t w_max = detail::panel_extent(capacity, n, r, align);
-  index_t panels = 0;
-  for (index_t j0 = 0; j0 < r; j0 += w_max, ++panels) {
-    const index_t w = std::min(w_max, r - j0);
-    REQUIRE(n * w <= std::max(capacity, n * std::min(r, align)));  // the panel fits the workspace
-    std::vector<float> panel(std::size_t(n * w));                  // P[:, j0:j0+w], row-major, ld w
+  const detail::PanelSplit split = detail::sketch_split(capacity, n, r, vec, schedule);
+  for (index_t k = 0; k < split.count; ++k) {
+    const detail::PanelSpan c = detail::panel_span(split, k, r);
+    std::vector<float> panel(std::size_t(n * split.ld), kSentinel);  // P[:, j0:j0+w], row-major, padded rows
     for (index_t i = 0; i < n; ++i) {
-      for (index_t j = 0; j < w; ++j) panel[std::size_t(i * w + j)] = p[std::size_t(i * r + j0 + j)];
+      for (index_t j = 0; j < c.size; ++j) panel[std::size_t(i * split.ld + j)] = p[std::size_t(i * r + c.start + j)];
     }
-    run_plan(detail::sketch_panel_gemm(batch, n, j0, w, ldx, ldz), 1.0, panel, x, 0.0, z);
+    run_plan(detail::sketch_panel_gemm(batch, n, c.start, c.size, split.ld, ldx, ldz), 1.0, panel, x, 0.0, z);
   }
   index_t wrong = 0;
   for (index_t b = 0; b < batch; ++b) {
@@ -82,20 +85,24 @@ void check_sketch_plan(index_t batch, index_t n, index_t r, index_t capacity, in
       wrong += double(z[std::size_t(b * ldz + j)]) != want;
     }
   }
-  CHECK_MESSAGE(wrong == 0, "sketch B = " << batch << " n = " << n << " r = " << r << " panels " << panels);
+  CHECK_MESSAGE(wrong == 0, "sketch B = " << batch << " n = " << n << " r = " << r << " panels " << split.count);
 }
 
-/// out = alpha g P^T + beta out through the projector's row-panel loop (panel_extent, unsketch_panel_gemm).
-void check_unsketch_plan(index_t m, index_t n, index_t r, index_t capacity, index_t align, float alpha, float beta) {
+/// out = alpha g P^T + beta out through the projector's row-panel loop (unsketch_split, unsketch_panel_gemm).
+void check_unsketch_plan(index_t m, index_t n, index_t r, index_t capacity, index_t vec,
+                         compact::PanelSchedule schedule, float alpha, float beta) {
   const index_t ldg = r + 1, ldo = n + 4;
   const std::vector<float> g = small_ints(std::size_t(m * ldg), 3), p = small_ints(std::size_t(n * r), 4);
   const std::vector<float> out0 = small_ints(std::size_t(m * ldo), 5);
   std::vector<float> out = out0;
-  const index_t h_max = detail::panel_extent(capacity, r, n, align);
-  for (index_t i0 = 0; i0 < n; i0 += h_max) {
-    const index_t h = std::min(h_max, n - i0);
-    const std::vector<float> panel(p.begin() + i0 * r, p.begin() + (i0 + h) * r);  // P[i0:i0+h, :], ld r
-    run_plan(detail::unsketch_panel_gemm(m, r, i0, h, ldg, ldo), alpha, panel, g, beta, out);
+  const detail::PanelSplit split = detail::unsketch_split(capacity, n, r, vec, schedule);
+  for (index_t k = 0; k < split.count; ++k) {
+    const detail::PanelSpan c = detail::panel_span(split, k, n);
+    std::vector<float> panel(std::size_t(c.size * split.ld), kSentinel);  // P[i0:i0+h, :], padded rows
+    for (index_t i = 0; i < c.size; ++i) {
+      for (index_t j = 0; j < r; ++j) panel[std::size_t(i * split.ld + j)] = p[std::size_t((c.start + i) * r + j)];
+    }
+    run_plan(detail::unsketch_panel_gemm(m, r, c.start, c.size, split.ld, ldg, ldo), alpha, panel, g, beta, out);
   }
   index_t wrong = 0;
   for (index_t i = 0; i < m; ++i) {
@@ -115,20 +122,53 @@ void check_unsketch_plan(index_t m, index_t n, index_t r, index_t capacity, inde
 }  // namespace
 
 TEST_CASE("the sketch GEMM plans compute z = x P over every panel split, leaving the row-stride gap alone") {
-  check_sketch_plan(5, 7, 3, 7 * 3, 1);            // one panel
-  check_sketch_plan(5, 7, 30, 7 * 8, 4);           // panels of 8 columns
-  check_sketch_plan(9, 33, 70, 33 * 20, 16);       // 16-column panels, last one short
-  check_sketch_plan(4, 300, 260, 300 * 128, 128);  // the projector's minimum workspace: 128, 128, 4
-  check_sketch_plan(3, 130, 129, 130 * 129, 128);
-  check_sketch_plan(1, 1, 1, 1, 128);
+  using S = compact::PanelSchedule;
+  for (const S s : {S::kSerial, S::kOverlap}) {
+    for (const index_t vec : {index_t{4}, index_t{8}}) {
+      check_sketch_plan(5, 7, 3, detail::recommended_panel_entries(7, 3, vec, s), vec, s);  // one panel, padded rows
+      check_sketch_plan(4, 30, 260, detail::min_panel_entries(30, 260, vec, s), vec, s);    // panels of 128, 128, 4
+      check_sketch_plan(3, 20, 300, detail::recommended_panel_entries(20, 300, vec, s), vec, s);
+      check_sketch_plan(3, 9, 129, detail::min_panel_entries(9, 129, vec, s) + 77, vec, s);
+      check_sketch_plan(1, 1, 1, detail::min_panel_entries(1, 1, vec, s), vec, s);
+    }
+  }
 }
 
 TEST_CASE("the unsketch GEMM plans compute alpha g P^T + beta out over every panel split") {
-  check_unsketch_plan(6, 9, 4, 4 * 9, 1, 1.0f, 0.0f);
-  check_unsketch_plan(6, 30, 7, 7 * 8, 4, 2.0f, -1.0f);
-  check_unsketch_plan(11, 70, 33, 33 * 20, 16, -1.0f, 1.0f);
-  check_unsketch_plan(3, 300, 150, 150 * 128, 128, 1.0f, 0.0f);  // minimum workspace: 128, 128, 44 rows
-  check_unsketch_plan(2, 1, 1, 1, 128, 3.0f, 2.0f);
+  using S = compact::PanelSchedule;
+  for (const S s : {S::kSerial, S::kOverlap}) {
+    for (const index_t vec : {index_t{4}, index_t{8}}) {
+      check_unsketch_plan(6, 9, 5, detail::recommended_panel_entries(9, 5, vec, s), vec, s, 1.0f, 0.0f);
+      check_unsketch_plan(3, 300, 7, detail::min_panel_entries(300, 7, vec, s), vec, s, 2.0f, -1.0f);  // 128,128,44
+      check_unsketch_plan(2, 260, 30, detail::recommended_panel_entries(260, 30, vec, s), vec, s, -1.0f, 1.0f);
+      check_unsketch_plan(2, 1, 1, detail::min_panel_entries(1, 1, vec, s), vec, s, 3.0f, 2.0f);
+    }
+  }
+}
+
+TEST_CASE("a stored P with the padded row stride issues exactly the one-panel projector's GEMMs (same bits)") {
+  // MaterializedP issues sketch_panel_gemm(B, n, 0, r, ld, ...) and unsketch_panel_gemm(m, r, 0, n, ld, ...); with
+  // ld = panel_ld(r, V) and the serial recommended workspace (all of P) the projector's split is one panel with that
+  // ld, so both issue identical GEMM arguments on identical P and cuBLAS returns identical bits.
+  const auto same = [](const detail::GemmPlan& a, const detail::GemmPlan& b) {
+    return a.trans_a == b.trans_a && a.trans_b == b.trans_b && a.m == b.m && a.n == b.n && a.k == b.k &&
+           a.lda == b.lda && a.ldb == b.ldb && a.ldc == b.ldc && a.a_offset == b.a_offset && a.b_offset == b.b_offset &&
+           a.c_offset == b.c_offset;
+  };
+  for (const index_t vec : {index_t{4}, index_t{8}}) {
+    for (const auto& nr : {std::pair<index_t, index_t>{4096, 1024}, {300, 77}, {1000, 999}, {64, 1}}) {
+      const index_t n = nr.first, r = nr.second, ld = detail::panel_ld(r, vec);
+      const index_t capacity = detail::recommended_panel_entries(n, r, vec, compact::PanelSchedule::kSerial);
+      const detail::PanelSplit s = detail::sketch_split(capacity, n, r, vec, compact::PanelSchedule::kSerial);
+      const detail::PanelSplit u = detail::unsketch_split(capacity, n, r, vec, compact::PanelSchedule::kSerial);
+      REQUIRE(s.count == 1);
+      REQUIRE(u.count == 1);
+      CHECK(same(detail::sketch_panel_gemm(37, n, 0, s.extent, s.ld, n + 1, r + 2),
+                 detail::sketch_panel_gemm(37, n, 0, r, ld, n + 1, r + 2)));
+      CHECK(same(detail::unsketch_panel_gemm(5, r, 0, u.extent, u.ld, r, n),
+                 detail::unsketch_panel_gemm(5, r, 0, n, ld, r, n)));
+    }
+  }
 }
 
 TEST_CASE("the compressed_grad GEMM plan computes dy^T z + beta g, including an empty batch") {
@@ -154,24 +194,6 @@ TEST_CASE("the compressed_grad GEMM plan computes dy^T z + beta g, including an 
         }
       }
       CHECK_MESSAGE(wrong == 0, "batch " << batch << " beta " << beta);
-    }
-  }
-}
-
-TEST_CASE("panel_extent takes all of P when it fits, else the most aligned panel the workspace holds") {
-  CHECK(detail::panel_extent(4096 * 1024, 4096, 1024, 128) == 1024);
-  CHECK(detail::panel_extent(4096 * 1000, 4096, 1024, 128) == 896);
-  CHECK(detail::panel_extent(4096 * 128, 4096, 1024, 128) == 128);
-  CHECK(detail::panel_extent(4096 * 200, 4096, 100, 128) == 100);
-  for (index_t capacity : {index_t{128 * 300}, index_t{1000 * 300}, index_t{1 << 20}}) {
-    for (index_t extent : {index_t{1}, index_t{129}, index_t{1000}, index_t{5000}}) {
-      const index_t e = detail::panel_extent(capacity, 300, extent, 128);
-      CHECK(e >= 1);
-      CHECK(e <= std::max(extent, index_t{128}));
-      if (e != extent) {
-        CHECK(e % 128 == 0);
-        CHECK(e * 300 <= capacity);
-      }
     }
   }
 }

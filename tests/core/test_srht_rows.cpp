@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "compact/core/block.hpp"
@@ -68,16 +69,28 @@ Rows make_rows(const compact::SketchState& state, index_t n, index_t r, int max_
   return rows;
 }
 
+/// The chunk kernels' launch: one block per 2^chunk.log2_rows tasks, as the launcher (or run.chunk_blocks blocks
+/// striding over them), of fwht_block_threads threads.
 detail::Launch1d chunk_launch(const detail::SrhtPlan& p, index_t rows, const RunShape& run) {
-  const index_t tasks = detail::srht_chunk_tasks(p, rows);
-  return detail::Launch1d{run.chunk_blocks > 0 ? run.chunk_blocks : tasks, index_t{1} << p.chunk.log2_threads};
+  return detail::Launch1d{run.chunk_blocks > 0 ? run.chunk_blocks : detail::srht_chunk_blocks_needed(p, rows),
+                          detail::fwht_block_threads(p.chunk)};
+}
+
+/// Calls f(std::integral_constant<int, E>{}) with the register array the launcher instantiates for plan p.
+template <class F>
+void with_elems(const detail::SrhtPlan& p, F&& f) {
+  if (p.chunk.log2_elems > 5) {
+    f(std::integral_constant<int, 64>{});
+  } else {
+    f(std::integral_constant<int, 32>{});
+  }
 }
 
 /// z = x P by the row kernels, as enqueue_srht_sketch runs them (one pass, or register pass + chunk kernel per
-/// group of scratch_rows rows).
+/// group of scratch_rows rows), with kElems registers per chunk thread.
 template <int kElems, class In, class Out, class ToFloat, class FromFloat>
-void run_sketch(const detail::SrhtRows& d, const RunShape& run, const In* x, index_t ldx, Out* z, index_t ldz,
-                index_t batch, ToFloat to_float, FromFloat from_float) {
+void run_sketch_elems(const detail::SrhtRows& d, const RunShape& run, const In* x, index_t ldx, Out* z, index_t ldz,
+                      index_t batch, ToFloat to_float, FromFloat from_float) {
   const std::size_t smem = detail::fwht_shared_bytes(d.plan.chunk);
   if (!detail::srht_two_pass(d.plan)) {
     detail::host_launch_blocks(
@@ -109,8 +122,8 @@ void run_sketch(const detail::SrhtRows& d, const RunShape& run, const In* x, ind
 
 /// out = alpha g P^T + beta out by the row kernels, as enqueue_srht_unsketch runs them.
 template <int kElems, class In, class Out, class ToFloat, class FromFloat>
-void run_unsketch(const detail::SrhtRows& d, const RunShape& run, const In* g, index_t ldg, Out* out, index_t ldo,
-                  float alpha, float beta, index_t batch, ToFloat to_float, FromFloat from_float) {
+void run_unsketch_elems(const detail::SrhtRows& d, const RunShape& run, const In* g, index_t ldg, Out* out, index_t ldo,
+                        float alpha, float beta, index_t batch, ToFloat to_float, FromFloat from_float) {
   const std::size_t smem = detail::fwht_shared_bytes(d.plan.chunk);
   if (!detail::srht_two_pass(d.plan)) {
     detail::host_launch_blocks(
@@ -142,6 +155,22 @@ void run_unsketch(const detail::SrhtRows& d, const RunShape& run, const In* g, i
   }
 }
 
+template <class In, class Out, class ToFloat, class FromFloat>
+void run_sketch(const detail::SrhtRows& d, const RunShape& run, const In* x, index_t ldx, Out* z, index_t ldz,
+                index_t batch, ToFloat to_float, FromFloat from_float) {
+  with_elems(d.plan, [&](auto elems) {
+    run_sketch_elems<decltype(elems)::value>(d, run, x, ldx, z, ldz, batch, to_float, from_float);
+  });
+}
+
+template <class In, class Out, class ToFloat, class FromFloat>
+void run_unsketch(const detail::SrhtRows& d, const RunShape& run, const In* g, index_t ldg, Out* out, index_t ldo,
+                  float alpha, float beta, index_t batch, ToFloat to_float, FromFloat from_float) {
+  with_elems(d.plan, [&](auto elems) {
+    run_unsketch_elems<decltype(elems)::value>(d, run, g, ldg, out, ldo, alpha, beta, batch, to_float, from_float);
+  });
+}
+
 std::vector<float> small_ints(std::size_t count, std::uint64_t seed, int range) {
   std::vector<float> v(count);
   for (float& x : v) {
@@ -151,11 +180,20 @@ std::vector<float> small_ints(std::size_t count, std::uint64_t seed, int range) 
   return v;
 }
 
+/// Row strides of x and out: n plus these pads. {3, 1}: rows off 16-byte boundaries (single-element loads and
+/// stores); kAligned: the pads that make the strides multiples of 4 floats (16-byte vectors, ragged at n).
+struct Pads {
+  index_t x, out;
+};
+constexpr Pads kUnaligned{3, 1};
+constexpr Pads kAligned{-1, -1};
+
+index_t padded(index_t n, index_t pad) { return pad >= 0 ? n + pad : (n + 3) / 4 * 4; }
+
 /// x P and alpha g P^T + beta out by the row kernels, compared with sums of srht_entry. Inputs are small integers,
 /// so every FWHT sum is exact and each result is one fp32 rounding of scale times an integer (then, for
 /// unsketch_grad, exact scalings by alpha = 2 and an exact beta out): the comparison is exact.
-template <int kElems>
-void check_rows(index_t batch, index_t n, index_t r, const RunShape& run) {
+void check_rows(index_t batch, index_t n, index_t r, const RunShape& run, Pads pads = kUnaligned) {
   const compact::SketchState state{21, 4, (std::uint64_t{1} << 35) + 2};
   const Rows rows = make_rows(state, n, r, run.max_chunk_bits);
   const detail::SrhtRows& d = rows.d;
@@ -165,10 +203,10 @@ void check_rows(index_t batch, index_t n, index_t r, const RunShape& run) {
   const auto entry_sign = [&](index_t k, index_t j) {  // P[k][S_j] = (-1)^this * scale
     return sign[std::size_t(k)] ^ compact::parity64(std::uint64_t(k) & rows.sample[std::size_t(j)]);
   };
-  const index_t ldx = n + 3, ldz = r + 2, ldo = n + 1;
+  const index_t ldx = padded(n, pads.x), ldz = r + 2, ldo = padded(n, pads.out);
   const std::vector<float> x = small_ints(std::size_t(batch * ldx), std::uint64_t(n * 131 + r), 4);
   std::vector<float> z(std::size_t(batch * ldz), 99.0f);
-  run_sketch<kElems>(d, run, x.data(), ldx, z.data(), ldz, batch, Identity{}, Identity{});
+  run_sketch(d, run, x.data(), ldx, z.data(), ldz, batch, Identity{}, Identity{});
   index_t wrong = 0;
   for (index_t b = 0; b < batch; ++b) {
     for (index_t j = 0; j < ldz; ++j) {
@@ -184,14 +222,15 @@ void check_rows(index_t batch, index_t n, index_t r, const RunShape& run) {
   }
   CHECK_MESSAGE(wrong == 0, "sketch B = " << batch << " n = " << n << " r = " << r << " passes "
                                           << (detail::srht_two_pass(d.plan) ? 2 : 1) << " chunk 2^" << d.plan.chunk_bits
-                                          << " scratch rows " << run.scratch_rows << " reverse " << run.reverse);
+                                          << " scratch rows " << run.scratch_rows << " reverse " << run.reverse
+                                          << " ldx " << ldx);
 
   const std::vector<float> g = small_ints(std::size_t(batch * r), std::uint64_t(n * 7 + r), 4);
   const std::vector<float> out0 = small_ints(std::size_t(batch * ldo), 5, 9);
   for (const float beta : {0.0f, -1.0f}) {
     std::vector<float> out = out0;
     const float alpha = beta == 0.0f ? 1.0f : 2.0f;
-    run_unsketch<kElems>(d, run, g.data(), r, out.data(), ldo, alpha, beta, batch, Identity{}, Identity{});
+    run_unsketch(d, run, g.data(), r, out.data(), ldo, alpha, beta, batch, Identity{}, Identity{});
     wrong = 0;
     for (index_t b = 0; b < batch; ++b) {
       for (index_t k = 0; k < ldo; ++k) {
@@ -223,50 +262,90 @@ TEST_CASE("one-pass SRHT row kernels give x P and g P^T of srht_entry exactly, f
   const index_t shapes[][2] = {{1, 1},    {2, 1},     {5, 3},      {16, 16},  {17, 9},
                                {100, 37}, {513, 100}, {1000, 300}, {5000, 64}};
   for (const auto& sh : shapes) {
-    check_rows<16>(3, sh[0], sh[1], launcher);
-    check_rows<16>(3, sh[0], sh[1], few_blocks);
+    for (const Pads pads : {kUnaligned, kAligned}) {
+      check_rows(3, sh[0], sh[1], launcher, pads);
+      check_rows(3, sh[0], sh[1], few_blocks, pads);
+    }
   }
-  check_rows<detail::kFwhtMaxElems>(2, 20000, 40, launcher);  // n' = 2^15: 32 registers per thread
+  check_rows(2, 20000, 40, launcher, kAligned);  // n' = 2^15: 64 registers, 512 threads, three stages
+}
+
+TEST_CASE("several rows per block: every n' class from 1 to 2^15, with a ragged last block, aligned or not") {
+  const RunShape launcher{detail::kFwhtMaxLog2, 0, 0, 256, 1 << 16, false};
+  const RunShape two_blocks{detail::kFwhtMaxLog2, 0, 2, 256, 1 << 16, true};  // grid-stride over groups of rows
+  for (int c = 0; c <= detail::kFwhtMaxLog2; ++c) {
+    const index_t rows_per_block = index_t{1} << detail::fwht_shape(c).log2_rows;
+    const index_t np = index_t{1} << c;
+    for (const index_t n : {np, np / 2 + 1}) {
+      const index_t r = n < 7 ? n : 7;
+      const index_t batch = c <= 12 ? rows_per_block + 1 : 2;
+      check_rows(batch, n, r, launcher, c % 2 ? kAligned : kUnaligned);
+      if (c <= 8) check_rows(2 * rows_per_block + 3, n, r, two_blocks, c % 2 ? kUnaligned : kAligned);
+    }
+  }
 }
 
 TEST_CASE("two-pass SRHT row kernels give the one-pass results for every chunk size, grid and scratch size") {
-  // Small chunks force two passes at small n' (up to 5 high bits), so every plan shape is covered quickly.
-  check_rows<16>(5, 1000, 300, {6, 2, 0, 256, 1 << 16, false});  // n' 2^10: chunks of 2^6, 4 high bits
-  check_rows<16>(5, 1000, 300, {5, 5, 3, 32, 2, true});          // 5 high bits, 2-thread chunk blocks
-  check_rows<16>(4, 513, 100, {9, 1, 0, 64, 1, false});          // 1 high bit, one row per group
-  check_rows<16>(3, 5000, 64, {10, 8, 2, 128, 3, true});         // 3 high bits, scratch larger than the batch
-  check_rows<16>(2, 20000, 40, {detail::kSrhtPortableChunkBits, 1, 0, 256, 1 << 16, false});  // n' 2^15 at 2^14
-}
-
-TEST_CASE("two-pass SRHT row kernels give x P and g P^T exactly up to n' = 2^20 (chunks of 2^15)") {
-  const RunShape sm90{detail::kFwhtMaxLog2, 1, 0, 256, 1 << 16, false};
-  check_rows<detail::kFwhtMaxElems>(2, 70000, 50, sm90);          // n' = 2^17: 4 chunks
-  check_rows<detail::kFwhtMaxElems>(1, (1 << 20) - 5, 16, sm90);  // n' = 2^20: 32 chunks, 5 high bits
-}
-
-TEST_CASE("the row kernels convert through the caller's functors (bf16 bits in and out)") {
-  const index_t batch = 2, n = 300, r = 77;
-  const Rows rows = make_rows(compact::SketchState{1, 2, 3}, n, r, detail::kFwhtMaxLog2);
-  std::vector<std::uint16_t> x(std::size_t(batch * n)), z(std::size_t(batch * r));
-  std::vector<float> xf(x.size()), zf(z.size());
-  const std::vector<float> v = small_ints(x.size(), 3, 100);
-  for (std::size_t k = 0; k < x.size(); ++k) {
-    x[k] = compact::bf16_bits_from_fp32(v[k]);  // integers up to 100 are exact in bf16
-    xf[k] = v[k];
+  // Small chunks force two passes at small n' (up to 5 high bits) and many chunks per block.
+  check_rows(5, 1000, 300, {6, 2, 0, 256, 1 << 16, false});  // n' 2^10: chunks of 2^6, 4 high bits
+  check_rows(5, 1000, 300, {5, 5, 3, 32, 2, true});          // 5 high bits, one-thread chunks, 128 per block
+  check_rows(4, 513, 100, {9, 1, 0, 64, 1, false});          // 1 high bit, one row per group
+  check_rows(3, 5000, 64, {10, 8, 2, 128, 3, true});         // 3 high bits, scratch larger than the batch
+  check_rows(2, 20000, 40, {detail::kSrhtPortableChunkBits, 1, 0, 256, 1 << 16, false}, kAligned);  // 2^15 at 2^13
+  for (int chunk_bits = 5; chunk_bits <= 9; ++chunk_bits) {
+    check_rows(3, 1000, 50, {chunk_bits, 2, 0, 256, 1 << 16, chunk_bits % 2 == 1}, kAligned);
   }
-  const RunShape run{detail::kFwhtMaxLog2, 0, 0, 256, 1 << 16, false};
-  run_sketch<16>(rows.d, run, x.data(), n, z.data(), r, batch, Bf16ToFloat{}, Bf16FromFloat{});
-  run_sketch<16>(rows.d, run, xf.data(), n, zf.data(), r, batch, Identity{}, Identity{});
-  index_t wrong = 0;
-  for (std::size_t k = 0; k < z.size(); ++k) wrong += z[k] != compact::bf16_bits_from_fp32(zf[k]);
-  CHECK(wrong == 0);
+}
+
+TEST_CASE("two-pass SRHT row kernels give x P and g P^T exactly for n' from 2^16 to 2^20 (chunks of 2^15)") {
+  const RunShape sm90{detail::kFwhtMaxLog2, 1, 0, 256, 1 << 16, false};
+  check_rows(1, (1 << 15) + 1, 9, sm90);        // n' = 2^16: 2 chunks
+  check_rows(2, 70000, 50, sm90, kAligned);     // n' = 2^17: 4 chunks
+  check_rows(1, (1 << 18) - 1, 8, sm90);        // n' = 2^18: 8 chunks
+  check_rows(1, (1 << 19), 8, sm90, kAligned);  // n' = 2^19: 16 chunks
+  check_rows(1, (1 << 20) - 5, 16, sm90);       // n' = 2^20: 32 chunks, 5 high bits
+}
+
+TEST_CASE("the row kernels convert through the caller's functors (bf16 bits in and out, 8 per 16-byte vector)") {
+  // n = 512: every row 16-byte aligned (vectors of 8 bf16); n = 300: the second row is not (single elements).
+  for (const index_t n : {index_t{512}, index_t{300}}) {
+    const index_t batch = 2, r = 77;
+    const Rows rows = make_rows(compact::SketchState{1, 2, 3}, n, r, detail::kFwhtMaxLog2);
+    std::vector<std::uint16_t> x(std::size_t(batch * n)), z(std::size_t(batch * r));
+    std::vector<float> xf(x.size()), zf(z.size());
+    const std::vector<float> v = small_ints(x.size(), 3, 100);
+    for (std::size_t k = 0; k < x.size(); ++k) {
+      x[k] = compact::bf16_bits_from_fp32(v[k]);  // integers up to 100 are exact in bf16
+      xf[k] = v[k];
+    }
+    const RunShape run{detail::kFwhtMaxLog2, 0, 0, 256, 1 << 16, false};
+    run_sketch(rows.d, run, x.data(), n, z.data(), r, batch, Bf16ToFloat{}, Bf16FromFloat{});
+    run_sketch(rows.d, run, xf.data(), n, zf.data(), r, batch, Identity{}, Identity{});
+    index_t wrong = 0;
+    for (std::size_t k = 0; k < z.size(); ++k) wrong += z[k] != compact::bf16_bits_from_fp32(zf[k]);
+    CHECK_MESSAGE(wrong == 0, "sketch n = " << n);
+    // unsketch_grad with beta != 0 reads out as bf16 vectors too: compare with the fp32 run rounded once.
+    const std::vector<float> gv = small_ints(std::size_t(batch * r), 4, 3);
+    std::vector<std::uint16_t> g(gv.size()), out(x.size());
+    std::vector<float> outf(x.size());
+    for (std::size_t k = 0; k < gv.size(); ++k) g[k] = compact::bf16_bits_from_fp32(gv[k]);
+    for (std::size_t k = 0; k < out.size(); ++k) {
+      out[k] = compact::bf16_bits_from_fp32(float(int(k % 9) - 4));
+      outf[k] = float(int(k % 9) - 4);
+    }
+    run_unsketch(rows.d, run, g.data(), r, out.data(), n, 1.0f, 2.0f, batch, Bf16ToFloat{}, Bf16FromFloat{});
+    run_unsketch(rows.d, run, gv.data(), r, outf.data(), n, 1.0f, 2.0f, batch, Identity{}, Identity{});
+    wrong = 0;
+    for (std::size_t k = 0; k < out.size(); ++k) wrong += out[k] != compact::bf16_bits_from_fp32(outf[k]);
+    CHECK_MESSAGE(wrong == 0, "unsketch n = " << n);
+  }
 }
 
 TEST_CASE("row plans: the largest chunk the shared memory holds, at most 5 high bits up to n' = 2^20 on sm_80+") {
   CHECK(detail::srht_max_chunk_bits(227 * 1024) == 15);  // sm_90
   CHECK(detail::srht_max_chunk_bits(163 * 1024) == 15);  // sm_80
   CHECK(detail::srht_max_chunk_bits(99 * 1024) == 14);   // sm_86, sm_89
-  CHECK(detail::srht_max_chunk_bits(64 * 1024) == 14);   // sm_75
+  CHECK(detail::srht_max_chunk_bits(64 * 1024) == 13);   // sm_75: 2^14 takes 65 KiB with its pad words
   CHECK(detail::srht_max_chunk_bits(48 * 1024) == 13);
   for (int log2_len = 0; log2_len <= detail::kSrhtMaxLog2; ++log2_len) {
     const detail::SrhtPlan p = detail::srht_plan(log2_len, 15);
@@ -278,7 +357,7 @@ TEST_CASE("row plans: the largest chunk the shared memory holds, at most 5 high 
   CHECK(detail::srht_plan(20, 14).high_bits == 6);  // refused by the projector on a 99 KiB device
 }
 
-TEST_CASE("packed SRHT sign words and per-thread masks hold d_k of core/srht.hpp for every element") {
+TEST_CASE("packed SRHT sign words and each chunk thread's sign bits hold d_k of core/srht.hpp for every element") {
   const compact::SketchState state{5, 6, (std::uint64_t{1} << 32) + 9};
   const compact::Key2x32 key = compact::philox_key(state);
   for (int log2_len = 0; log2_len <= detail::kFwhtMaxLog2; ++log2_len) {
@@ -292,13 +371,15 @@ TEST_CASE("packed SRHT sign words and per-thread masks hold d_k of core/srht.hpp
     for (index_t k = 0; k < np; ++k) {
       wrong += detail::srht_packed_sign(words.data(), k) != compact::srht_sign_bit(key, state.window, k);
     }
-    if (np < 32) wrong += (words[0] >> np) != 0;  // no stray bits past n'
-    for (index_t t = 0; t < (index_t{1} << s.log2_threads); ++t) {
-      const std::uint32_t mask = detail::srht_thread_sign_mask(s, words.data(), t);
-      for (int q = 0; q < (1 << s.log2_elems); ++q) {
-        wrong += ((mask >> q) & 1u) != compact::srht_sign_bit(key, state.window, detail::fwht_element(s, t, q));
+    if (np < 32) wrong += (words[0] >> np) != 0;                    // no stray bits past n'
+    for (index_t t = 0; t < (index_t{1} << s.log2_threads); ++t) {  // a chunk thread's elements in layout L_0
+      const int count = 1 << s.log2_elems;
+      const std::uint64_t bits = detail::srht_sign_bits(words.data(), t * count, count);
+      for (int q = 0; q < count; ++q) {  // sign bits of d, and zeros past n' (a row shorter than the registers)
+        const index_t k = t * count + q;
+        wrong += ((bits >> q) & 1u) != (k < np ? compact::srht_sign_bit(key, state.window, k) : 0u);
       }
-      if (s.log2_elems < 5) wrong += (mask >> (1 << s.log2_elems)) != 0;
+      if (count < 64) wrong += (bits >> count) != 0;
     }
     CHECK_MESSAGE(wrong == 0, "n' = 2^" << log2_len);
   }

@@ -11,6 +11,7 @@
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -223,11 +224,13 @@ double reduction_length(index_t gemm_k, index_t n) {
   return double(gemm_k);
 }
 
+/// z = x P against the double reference within the fp32 accumulation bound; x has row stride n + x_pad (x_pad = 0
+/// with n a multiple of 16 bytes: every row 16-byte aligned, so the SRHT loads vectors).
 template <class Dist, class T>
-void check_sketch(index_t batch, index_t n, index_t r, std::size_t workspace_bytes) {
+void check_sketch(index_t batch, index_t n, index_t r, std::size_t workspace_bytes, index_t x_pad = 3) {
   const SketchState s{11, 2, (std::uint64_t{1} << 33) + 1};
   Fixture<Dist, T> f(n, r, s, workspace_bytes);
-  const index_t ldx = n + 3, ldz = r + 2;
+  const index_t ldx = n + x_pad, ldz = r + 2;
   const std::vector<T> x = random_scalars<T>(static_cast<std::size_t>(batch * ldx), 5);
   const thrust::device_vector<T> dx = upload(x);
   thrust::device_vector<T> dz(static_cast<std::size_t>(batch * ldz));
@@ -251,11 +254,13 @@ void check_sketch(index_t batch, index_t n, index_t r, std::size_t workspace_byt
       Traits<T>::kName << " B = " << batch << " n = " << n << " r = " << r << " workspace " << workspace_bytes);
 }
 
+/// out = alpha g P^T + beta out against the double reference; out has row stride n + out_pad.
 template <class Dist, class T>
-void check_unsketch(index_t m, index_t n, index_t r, std::size_t workspace_bytes, float alpha, float beta) {
+void check_unsketch(index_t m, index_t n, index_t r, std::size_t workspace_bytes, float alpha, float beta,
+                    index_t out_pad = 7) {
   const SketchState s{3, 9, 4};
   Fixture<Dist, T> f(n, r, s, workspace_bytes);
-  const index_t ldg = r + 1, ldo = n + 7;
+  const index_t ldg = r + 1, ldo = n + out_pad;
   const std::vector<T> g = random_scalars<T>(static_cast<std::size_t>(m * ldg), 8);
   std::vector<T> out0 = random_scalars<T>(static_cast<std::size_t>(m * ldo), 9);
   if (beta == 0.0f) {
@@ -354,7 +359,10 @@ TEST_CASE_TEMPLATE("sketch equals x P within the fp32 accumulation bound, in one
   check_sketch<compact::Rademacher, T>(64, 513, 130, Dense::min_workspace_bytes(513, 130));
   check_sketch<compact::Srht, T>(37, 300, 77, 0);
   check_sketch<compact::Srht, T>(5, 4096, 1024, 0);
-  check_sketch<compact::Srht, T>(3, 20000, 700, 0);  // n' = 2^15
+  check_sketch<compact::Srht, T>(5, 4096, 1024, 0, 0);  // aligned rows: 16-byte loads
+  check_sketch<compact::Srht, T>(37, 2000, 500, 0, 0);  // n' = 2^11: 64 registers, 4 rows per block
+  check_sketch<compact::Srht, T>(3, 20000, 700, 0);     // n' = 2^15
+  check_sketch<compact::Srht, T>(3, 20000, 700, 0, 0);
   check_sketch<compact::Gaussian, T>(1, 1, 1, 0);
   check_sketch<compact::Srht, T>(2, 1, 1, 0);
 }
@@ -365,6 +373,7 @@ TEST_CASE_TEMPLATE("SRHT sketch and unsketch_grad hold for n' from 2^16 to 2^20 
   check_sketch<compact::Srht, T>(3, 70000, 300, 0);
   check_sketch<compact::Srht, T>(3, 70000, 300, S::min_workspace_bytes(70000, 300));  // one row per group
   check_sketch<compact::Srht, T>(2, (1 << 20) - 3, 64, 0);
+  check_sketch<compact::Srht, T>(2, 1 << 20, 64, 0, 0);
   check_unsketch<compact::Srht, T>(3, 70000, 300, S::min_workspace_bytes(70000, 300), 0.5f, 0.25f);
   check_unsketch<compact::Srht, T>(2, (1 << 20) - 3, 64, 0, 1.0f, 0.0f);
 }
@@ -378,6 +387,8 @@ TEST_CASE_TEMPLATE("unsketch_grad equals alpha g P^T + beta out within the fp32 
   check_unsketch<compact::Rademacher, T>(33, 400, 150, Dense::min_workspace_bytes(400, 150), -2.0f, 1.0f);
   check_unsketch<compact::Srht, T>(19, 300, 77, 0, 1.0f, 0.0f);
   check_unsketch<compact::Srht, T>(7, 4096, 1024, 0, 0.5f, 0.25f);
+  check_unsketch<compact::Srht, T>(7, 4096, 1024, 0, 0.5f, 0.25f, 0);  // aligned rows: 16-byte loads and stores
+  check_unsketch<compact::Srht, T>(37, 2000, 500, 0, 1.0f, 0.0f, 0);
   check_unsketch<compact::Srht, T>(2, 20000, 700, 0, 1.0f, 1.0f);  // n' = 2^15
 }
 
@@ -468,6 +479,147 @@ TEST_CASE_TEMPLATE("mixed precision: micro-batches of bf16/fp16 activations accu
   }
   // K = all micro-batch terms plus one rounding of each accumulation: bounded by micro * batch + micro.
   CHECK(count_outside(download(dg), r, ref, m, r, double(micro * (batch + 1))) == 0);
+}
+
+namespace {
+
+/// Bits of a device result.
+template <class T>
+std::vector<std::uint32_t> bits_of(const thrust::device_vector<T>& d) {
+  std::vector<std::uint32_t> out;
+  for (const T& v : download(d)) out.push_back(bits(v));
+  return out;
+}
+
+/// z = x P and out = alpha g P^T + beta out through the overlapped schedule (a CudaOverlap lent to the backend,
+/// workspace of `overlap_bytes`), against a serial projector whose workspace holds exactly one panel of the same
+/// width (sketch) or height (unsketch_grad), so that both issue the same GEMMs: the bits must agree. Two
+/// operations in a row on the caller's stream, so the second's generation must wait for the first's GEMMs.
+template <class Dist, class T>
+void check_overlap_bits(index_t batch, index_t n, index_t r, std::size_t overlap_bytes) {
+  using P = compact::Projector<compact::Cuda, Dist, T>;
+  constexpr index_t kVec = compact::detail::kVec16Elems<T>;
+  const SketchState s{8, 1, 5};
+  compact::CudaOverlap overlap;
+  compact::Cuda backend = gpu().backend;
+  backend.overlap = overlap.handles();
+  thrust::device_vector<unsigned char> ws(overlap_bytes);
+  const P po(n, r, s, backend, compact::as_workspace(ws));
+  REQUIRE(po.schedule() == compact::PanelSchedule::kOverlap);
+  const index_t capacity = static_cast<index_t>(overlap_bytes / sizeof(T));
+  const auto sk = compact::detail::sketch_split(capacity, n, r, kVec, compact::PanelSchedule::kOverlap);
+  const auto un = compact::detail::unsketch_split(capacity, n, r, kVec, compact::PanelSchedule::kOverlap);
+  // Serial workspaces of one panel of the overlap's width (height), or the serial minimum when that is larger and
+  // still gives the same panels (checked).
+  const index_t minimum = compact::detail::min_panel_entries(n, r, kVec, compact::PanelSchedule::kSerial);
+  const index_t cap_sketch = std::max(minimum, n * sk.ld), cap_unsketch = std::max(minimum, un.extent * un.ld);
+  REQUIRE(compact::detail::sketch_split(cap_sketch, n, r, kVec, compact::PanelSchedule::kSerial).extent == sk.extent);
+  REQUIRE(compact::detail::unsketch_split(cap_unsketch, n, r, kVec, compact::PanelSchedule::kSerial).extent ==
+          un.extent);
+  thrust::device_vector<unsigned char> ws_sketch(std::size_t(cap_sketch) * sizeof(T));
+  thrust::device_vector<unsigned char> ws_unsketch(std::size_t(cap_unsketch) * sizeof(T));
+  const P ps(n, r, s, gpu().backend, compact::as_workspace(ws_sketch));
+  const P pu(n, r, s, gpu().backend, compact::as_workspace(ws_unsketch));
+  const thrust::device_vector<T> x1 = upload(random_scalars<T>(std::size_t(batch * n), 1));
+  const thrust::device_vector<T> x2 = upload(random_scalars<T>(std::size_t(batch * n), 2));
+  const thrust::device_vector<T> g = upload(random_scalars<T>(std::size_t(batch * r), 3));
+  const std::vector<T> out0 = random_scalars<T>(std::size_t(batch * n), 4);
+  thrust::device_vector<T> z1(std::size_t(batch * r)), z2(z1.size()), w1(z1.size()), w2(z1.size());
+  thrust::device_vector<T> o1 = upload(out0), o2 = upload(out0);
+  gpu().sync();
+  po.sketch(compact::device_view(x1, batch, n), compact::device_view(z1, batch, r));
+  po.sketch(compact::device_view(x2, batch, n), compact::device_view(z2, batch, r));
+  po.unsketch_grad(compact::device_view(g, batch, r), compact::device_view(o1, batch, n), 0.5f, 0.75f);
+  ps.sketch(compact::device_view(x1, batch, n), compact::device_view(w1, batch, r));
+  ps.sketch(compact::device_view(x2, batch, n), compact::device_view(w2, batch, r));
+  pu.unsketch_grad(compact::device_view(g, batch, r), compact::device_view(o2, batch, n), 0.5f, 0.75f);
+  INFO(Traits<T>::kName << " n = " << n << " r = " << r << ": " << sk.count << " sketch panels, " << un.count
+                        << " unsketch panels");
+  CHECK(sk.count >= 2);
+  CHECK(bits_of(z1) == bits_of(w1));
+  CHECK(bits_of(z2) == bits_of(w2));
+  CHECK(bits_of(o1) == bits_of(o2));
+}
+
+/// MaterializedP against the projector with its recommended (one-panel) workspace: the stored P is the projector's
+/// materialize() bit for bit, and sketch and unsketch_grad give the same bits (the same GEMM on the same P).
+template <class Dist, class T>
+void check_materialized_bits(index_t batch, index_t n, index_t r) {
+  using M = compact::MaterializedP<Dist, T>;
+  Fixture<Dist, T> f(n, r, SketchState{6, 6, 6});
+  const index_t ld = M::recommended_ld(r);
+  CHECK(M::bytes(n, r) == std::size_t(n * ld) * sizeof(T));
+  thrust::device_vector<T> p(std::size_t(n * ld)), q(std::size_t(n * r));
+  const M held(f.projector, compact::MatrixView<T>(thrust::raw_pointer_cast(p.data()), n, r, ld));
+  f.projector.materialize(compact::device_view(q, n, r));
+  const thrust::device_vector<T> x = upload(random_scalars<T>(std::size_t(batch * n), 1));
+  const thrust::device_vector<T> g = upload(random_scalars<T>(std::size_t(batch * r), 2));
+  const std::vector<T> out0 = random_scalars<T>(std::size_t(batch * n), 3);
+  thrust::device_vector<T> z1(std::size_t(batch * r)), z2(z1.size()), o1 = upload(out0), o2 = upload(out0);
+  held.sketch(compact::device_view(x, batch, n), compact::device_view(z1, batch, r));
+  f.projector.sketch(compact::device_view(x, batch, n), compact::device_view(z2, batch, r));
+  held.unsketch_grad(compact::device_view(g, batch, r), compact::device_view(o1, batch, n), -0.5f, 1.0f);
+  f.projector.unsketch_grad(compact::device_view(g, batch, r), compact::device_view(o2, batch, n), -0.5f, 1.0f);
+  const std::vector<T> hp = download(p), hq = download(q);
+  index_t wrong = 0;
+  for (index_t i = 0; i < n; ++i) {
+    for (index_t j = 0; j < r; ++j) wrong += bits(hp[std::size_t(i * ld + j)]) != bits(hq[std::size_t(i * r + j)]);
+  }
+  INFO(Traits<T>::kName << " n = " << n << " r = " << r);
+  CHECK(wrong == 0);
+  CHECK(bits_of(z1) == bits_of(z2));
+  CHECK(bits_of(o1) == bits_of(o2));
+}
+
+/// materialize() into every 16-byte phase of the output and row strides that keep rows aligned or not: the spec's
+/// bits everywhere, nothing written outside.
+template <class Dist, class T>
+void check_materialize_layouts() {
+  constexpr index_t kVec = compact::detail::kVec16Elems<T>;
+  const index_t n = 37, r = 77;
+  Fixture<Dist, T> f(n, r, SketchState{2, 7, 1});
+  const std::vector<float> want = spec_matrix<Dist>(SketchState{2, 7, 1}, n, r);
+  for (index_t phase = 0; phase < kVec; ++phase) {
+    for (const index_t ld : {r, r + 1, compact::detail::panel_ld(r, kVec)}) {
+      thrust::device_vector<T> buf(std::size_t(n * ld + 2 * kVec), Traits<T>::from_float(7.0f));
+      f.projector.materialize(MatrixView<T>(thrust::raw_pointer_cast(buf.data()) + phase, n, r, ld));
+      const std::vector<T> got = download(buf);
+      index_t wrong = 0;
+      for (std::size_t k = 0; k < got.size(); ++k) {
+        const index_t rel = index_t(k) - phase, i = rel / ld, j = rel % ld;
+        const bool inside = rel >= 0 && i < n && j < r;
+        const float expect = inside ? want[std::size_t(i * r + j)] : 7.0f;
+        wrong += bits(got[k]) != bits(Traits<T>::from_float(expect));
+      }
+      CHECK_MESSAGE(wrong == 0, Traits<T>::kName << " phase " << phase << " ld " << ld);
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE_TEMPLATE("the overlapped schedule gives the serial schedule's bits for the same panels", T, float, __half,
+                   __nv_bfloat16) {
+  using G = compact::Projector<compact::Cuda, compact::Gaussian, T>;
+  using R = compact::Projector<compact::Cuda, compact::Rademacher, T>;
+  const auto overlap = compact::PanelSchedule::kOverlap;
+  check_overlap_bits<compact::Gaussian, T>(9, 300, 260, G::workspace_bytes(300, 260, overlap));      // 256 + 4
+  check_overlap_bits<compact::Gaussian, T>(9, 300, 260, G::min_workspace_bytes(300, 260, overlap));  // 3 panels
+  check_overlap_bits<compact::Rademacher, T>(5, 513, 400, R::min_workspace_bytes(513, 400, overlap));
+  check_overlap_bits<compact::Gaussian, T>(64, 4096, 1024, G::workspace_bytes(4096, 1024, overlap));
+}
+
+TEST_CASE_TEMPLATE("MaterializedP gives the one-panel projector's bits for sketch and unsketch_grad", T, float, __half,
+                   __nv_bfloat16) {
+  check_materialized_bits<compact::Gaussian, T>(9, 300, 77);
+  check_materialized_bits<compact::Rademacher, T>(9, 300, 77);
+  check_materialized_bits<compact::Gaussian, T>(64, 4096, 1024);
+}
+
+TEST_CASE_TEMPLATE("materialize writes the spec's bits at any address and row stride", T, float, __half,
+                   __nv_bfloat16) {
+  check_materialize_layouts<compact::Gaussian, T>();
+  check_materialize_layouts<compact::Rademacher, T>();
 }
 
 TEST_CASE("the device_vector overloads give the same bits as the MatrixView calls and refuse ragged sizes") {
@@ -739,6 +891,37 @@ TEST_SUITE("host") {
     CHECK_THROWS_AS(G::workspace_bytes(10, 11), compact::error);
   }
 
+  TEST_CASE("overlap workspaces and MaterializedP's memory are pure functions of (n, r); the overlap is checked") {
+    using G = compact::Projector<compact::Cuda, compact::Gaussian, __nv_bfloat16>;
+    using M = compact::MaterializedP<compact::Gaussian, __nv_bfloat16>;
+    const auto overlap = compact::PanelSchedule::kOverlap;
+    CHECK(G::workspace_bytes(4096, 1024, overlap) == std::size_t{4096} * 1024 * 2);  // two half-P buffers
+    CHECK(G::min_workspace_bytes(4096, 1024, overlap) == 2 * std::size_t{4096} * 128 * 2);
+    CHECK(G::workspace_bytes(300, 77) == std::size_t{300} * 80 * 2);  // rows padded to 16 bytes
+    CHECK(M::recommended_ld(77) == 80);
+    CHECK(compact::MaterializedP<compact::Rademacher, float>::recommended_ld(77) == 80);
+    CHECK(M::bytes(4096, 1024) == std::size_t{8} << 20);
+    void* const aligned = reinterpret_cast<void*>(std::uintptr_t{1} << 30);  // never dereferenced
+    compact::Cuda be{};
+    be.overlap.side = reinterpret_cast<cudaStream_t>(std::uintptr_t{1} << 20);  // never used: refused first
+    std::string message;
+    try {
+      G(4096, 1024, {}, be, {aligned, G::workspace_bytes(4096, 1024, overlap)});
+    } catch (const compact::error& e) {
+      message = e.what();
+    }
+    CHECK(message.find("has a side stream but no events") != std::string::npos);
+    be.overlap.generated = reinterpret_cast<cudaEvent_t>(std::uintptr_t{2} << 20);
+    be.overlap.consumed = reinterpret_cast<cudaEvent_t>(std::uintptr_t{3} << 20);
+    message.clear();
+    try {
+      G(4096, 1024, {}, be, {aligned, G::min_workspace_bytes(4096, 1024)});
+    } catch (const compact::error& e) {
+      message = e.what();
+    }
+    CHECK(message.find("min_workspace_bytes(n, r, PanelSchedule::kOverlap)") != std::string::npos);
+  }
+
   TEST_CASE("constructors refuse bad dimensions and a null, short or misaligned workspace before any CUDA call") {
     using G = compact::Projector<compact::Cuda, compact::Gaussian, float>;
     using S = compact::Projector<compact::Cuda, compact::Srht, __half>;
@@ -787,7 +970,22 @@ TEST_SUITE("sanitize") {
     run(compact::Rademacher{}, 200, 64, 0);
     run(compact::Srht{}, 100, 10, 0);                                    // one pass, 16-register blocks
     run(compact::Srht{}, 20000, 100, 0);                                 // one pass at 2^15 on sm_80/sm_90
+    run(compact::Srht{}, 2000, 100, 0);                                  // one pass, 64 registers, 4 rows a block
     run(compact::Srht{}, 70000, 64, S::min_workspace_bytes(70000, 64));  // two passes, one row per group
+    {  // the overlapped schedule (two streams, events) and a MaterializedP
+      using G = compact::Projector<compact::Cuda, compact::Gaussian, T>;
+      compact::CudaOverlap overlap;
+      compact::Cuda backend = gpu().backend;
+      backend.overlap = overlap.handles();
+      thrust::device_vector<unsigned char> ws(G::min_workspace_bytes(300, 260, compact::PanelSchedule::kOverlap));
+      const G p(300, 260, SketchState{1, 1, 1}, backend, compact::as_workspace(ws));
+      const thrust::device_vector<T> x = upload(random_scalars<T>(std::size_t(batch * 300), 1));
+      thrust::device_vector<T> z(std::size_t(batch * 260)), stored(std::size_t(300 * 260));
+      p.sketch(compact::device_view(x, batch, 300), compact::device_view(z, batch, 260));
+      const compact::MaterializedP<compact::Gaussian, T> held(p, compact::device_view(stored, 300, 260));
+      held.sketch(compact::device_view(x, batch, 300), compact::device_view(z, batch, 260));
+      gpu().sync();
+    }
     thrust::device_vector<float> g32(std::size_t(m * 64));
     const thrust::device_vector<T> dy = upload(random_scalars<T>(std::size_t(batch * m), 3));
     const thrust::device_vector<T> zz = upload(random_scalars<T>(std::size_t(batch * 64), 4));

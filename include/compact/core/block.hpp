@@ -18,9 +18,6 @@
 ///   T* shared<T>()                                       dynamic shared memory (the launch gives its size)
 ///   Local<T> local<T>()                                  one T per thread, indexed by the thread
 ///   void atomic_add(T* p, T v)                           *p += v, atomically among the grid's threads
-///   void exchange_xor(Local<Registers<E>>& r, int lane_mask, int count, F combine)
-///       for every thread t and q < count: r[t].v[q] = combine(t, q, own, partner), where own and partner are
-///       r[t].v[q] and r[t ^ lane_mask].v[q] before the exchange (a warp shuffle: lane_mask < 32)
 
 #include <cstddef>
 #include <cstdint>
@@ -29,6 +26,15 @@
 
 #include "compact/config.hpp"
 #include "compact/core/grid.hpp"
+
+/// Fully unrolls the loop that follows in device code (nvcc's #pragma unroll), so that register arrays indexed by
+/// the loop variable stay in registers; nothing in host code. Kernel bodies put it on every loop over a register
+/// array: nvcc's own heuristics leave long nested loops rolled, and the array then lives in local memory.
+#if defined(__CUDA_ARCH__)
+#define COMPACT_UNROLL _Pragma("unroll")
+#else
+#define COMPACT_UNROLL
+#endif
 
 namespace compact {
 namespace detail {
@@ -74,21 +80,6 @@ class HostBlock {
   template <class T>
   void atomic_add(T* p, T v) {
     *p += v;
-  }
-
-  template <int E, class F>
-  void exchange_xor(Local<Registers<E>>& r, int lane_mask, int count, F&& combine) {
-    const std::vector<Registers<E>> before = r.items;
-    each([&](index_t t) {
-      const index_t partner = t ^ lane_mask;
-      COMPACT_REQUIRE(lane_mask < 32 && partner < size_,
-                      "HostBlock::exchange_xor: lane " << t << " has no partner lane " << partner << " in a block of "
-                                                       << size_ << " threads (lane_mask = " << lane_mask << ")");
-      for (int q = 0; q < count; ++q) {
-        r[t].v[q] =
-            combine(t, q, before[static_cast<std::size_t>(t)].v[q], before[static_cast<std::size_t>(partner)].v[q]);
-      }
-    });
   }
 
  private:

@@ -1,17 +1,24 @@
 // SPDX-License-Identifier: MIT
 #pragma once
-/// The GPU's FWHT of one row (or one chunk of a row) by one thread block, written against the Block concept of
+/// The GPU's FWHT of rows (or chunks of rows) by one thread block, written against the Block concept of
 /// core/block.hpp so that the host tests run the kernels' own code.
 ///
-/// One block transforms L = 2^log2_len elements held by T = 2^log2_threads threads in E = 2^log2_elems registers
-/// each; register q of thread t holds element (q << log2_threads) | t, so the threads of a warp touch consecutive
-/// addresses (coalesced global access, conflict-free shared memory). Levels (bits of the element index) are done
-/// in three stages, all with fp32 butterflies (a + b, a - b):
-///   registers:    bits [log2_threads, log2_len)        (the register index q)
-///   warp shuffle: bits [0, min(5, log2_threads))        (the lane)
-///   shared:       bits [5, log2_threads)                (the warp), one barrier per level
-/// The Hadamard transform is the product of the per-bit butterflies, which commute, so the order is free.
+/// A row of L = 2^c elements is held by T = 2^tau threads in E = 2^e registers each (E = 32 up to 2^10, 64 beyond:
+/// several elements per thread; c = tau + e, and rows shorter than 32 are one thread's, padded with zeros in
+/// registers); a block holds R = 2^rows rows (several rows per block when a row needs fewer than 128 threads). The
+/// transform is the product of one butterfly (a + b, a - b) per bit of the element index, and these commute, so it is
+/// done in stages of e bits each, every stage entirely in registers: stage s holds the row in layout L_b
+/// (b = min(s e, tau)), where register q of row-thread t holds element
+///     k = (t_hi << (b + e)) | (q << b) | t_lo,   t_lo = t mod 2^b, t_hi = t >> b,
+/// so that bits [b, b + e) of k are the register index and stage s transforms bits [s e, min((s + 1) e, c)).
+/// Between stages the row goes once through shared memory (each thread writes its registers in one layout and reads
+/// them in the next): ceil(c / e) stages and as many shared-memory writes, instead of one pass per bit. Stage 0 is
+/// layout L_0, thread-contiguous (thread t holds elements [t E, t E + E)), so row loads and stores are 16-byte
+/// vectors. In shared memory element k sits at k + (k >> e) (one pad word per E), which makes every stage's accesses
+/// free of bank conflicts (the host tests check it for every shape) and keeps them one multiply-add each for the
+/// long rows. E is always the kernel's register count, so the unrolled loops carry no per-register test.
 
+#include <cstddef>
 #include <cstdint>
 
 #include "compact/config.hpp"
@@ -22,48 +29,103 @@ namespace detail {
 
 /// Longest transform one block does: the row lives in shared memory as fp32 (2^15 floats = 128 KiB).
 inline constexpr int kFwhtMaxLog2 = 15;
-/// Register count of the widest instantiation (2^15 = 1024 threads x 32 registers).
-inline constexpr int kFwhtMaxElems = 32;
+/// Register count of the widest instantiation (rows longer than 2^10 use 64 registers per thread).
+inline constexpr int kFwhtMaxElems = 64;
+/// Threads per block the shapes reach with several rows per block (rows of 2^13 and more use 128 to 512).
+inline constexpr int kFwhtMinBlockThreadsLog2 = 7;
 
-/// Shape of one block's transform.
+/// Shape of one block's transforms: rows of 2^log2_len elements, 2^log2_threads threads per row with
+/// 2^log2_elems registers each, 2^log2_rows rows per block, `stages` register stages.
 struct FwhtShape {
   int log2_len;
   int log2_elems;
   int log2_threads;
+  int log2_rows;
+  int stages;
 };
 
-/// Launch shape for length 2^log2_len (<= 2^kFwhtMaxLog2): 16 registers per thread up to 2^14 (at most 1024
-/// threads), 32 for 2^15; one thread with all elements for lengths up to 16.
+/// The shape for rows of 2^log2_len (<= 2^kFwhtMaxLog2): 32 registers per thread up to 2^10 (one thread per row, one
+/// stage, up to 2^5; two stages beyond), 64 beyond (two stages up to 2^12, three up to 2^15: 512 threads); rows per
+/// block so that a block has at least 128 threads.
 COMPACT_HOST_DEVICE inline FwhtShape fwht_shape(int log2_len) {
-  const int log2_elems = log2_len <= 4 ? log2_len : (log2_len <= 14 ? 4 : log2_len - 10);
-  return FwhtShape{log2_len, log2_elems, log2_len - log2_elems};
+  const int e = log2_len <= 10 ? 5 : 6;
+  const int tau = log2_len > e ? log2_len - e : 0;
+  const int rows = tau >= kFwhtMinBlockThreadsLog2 ? 0 : kFwhtMinBlockThreadsLog2 - tau;
+  const int stages = log2_len == 0 ? 1 : (log2_len + e - 1) / e;
+  return FwhtShape{log2_len, e, tau, rows, stages};
 }
 
-/// Dynamic shared memory of one block's transform: the fp32 row.
-COMPACT_HOST_DEVICE inline std::size_t fwht_shared_bytes(const FwhtShape& s) { return sizeof(float) << s.log2_len; }
-
-/// Element held in register q of thread t.
-COMPACT_HOST_DEVICE inline index_t fwht_element(const FwhtShape& s, index_t thread, int q) {
-  return (static_cast<index_t>(q) << s.log2_threads) | thread;
+/// Threads of a block of shape s: rows times threads per row.
+COMPACT_HOST_DEVICE inline index_t fwht_block_threads(const FwhtShape& s) {
+  return index_t{1} << (s.log2_rows + s.log2_threads);
 }
 
-/// Levels done with warp shuffles: lane bits [0, fwht_warp_levels).
-COMPACT_HOST_DEVICE inline int fwht_warp_levels(const FwhtShape& s) { return s.log2_threads < 5 ? s.log2_threads : 5; }
-
-/// One butterfly as seen by one side: the lower element becomes own + partner, the upper partner - own.
-COMPACT_HOST_DEVICE inline float fwht_butterfly(float own, float partner, bool upper) {
-  return upper ? partner - own : own + partner;
+/// Elements a row occupies in registers and shared memory: 2^log2_len, or E for rows shorter than one thread's E
+/// registers (the rest zero padding that no butterfly reaches).
+COMPACT_HOST_DEVICE inline index_t fwht_row_span(const FwhtShape& s) {
+  return index_t{1} << (s.log2_len > s.log2_elems ? s.log2_len : s.log2_elems);
 }
 
-/// The register stage: butterflies over the low `log2_elems` bits of the register index, in place on v[0,
-/// 2^log2_elems). kMaxElems is the array size (compile time, so the indices are constants after unrolling). Also the
-/// whole transform of a thread's 2^log2_elems values, used by the multi-pass SRHT for the high bits of long rows.
-template <int kMaxElems>
-COMPACT_HOST_DEVICE inline void fwht_register_levels(float (&v)[kMaxElems], int log2_elems) {
-  for (int level = 0; (1 << level) < kMaxElems; ++level) {
-    if (level >= log2_elems) break;
+/// Floats between the rows of a block in shared memory: the row's span plus one pad word per E words (see
+/// fwht_shared_index): 2^c + 2^tau, or E + 1 for rows shorter than E.
+COMPACT_HOST_DEVICE inline index_t fwht_row_stride(const FwhtShape& s) {
+  return fwht_row_span(s) + (fwht_row_span(s) >> s.log2_elems);
+}
+
+/// Dynamic shared memory of one block: its rows in fp32.
+COMPACT_HOST_DEVICE inline std::size_t fwht_shared_bytes(const FwhtShape& s) {
+  return sizeof(float) * static_cast<std::size_t>(fwht_row_stride(s) << s.log2_rows);
+}
+
+/// Where element k of row rho (of the block) lives in shared memory: the row's base plus k plus one pad word per E
+/// words before it, k + (k >> e). The pad makes every layout's accesses free of bank conflicts (each warp's 32
+/// addresses of one register fall in 32 banks; the tests check every shape), and it keeps the address linear in
+/// the register index q for the layouts with b = 0 or b >= e (fwht_layout_stride). In-block indices are 32-bit
+/// (a block holds at most 2^17 floats).
+COMPACT_HOST_DEVICE inline std::uint32_t fwht_shared_index(const FwhtShape& s, std::uint32_t rho, std::uint32_t k) {
+  return rho * static_cast<std::uint32_t>(fwht_row_stride(s)) + k + (k >> s.log2_elems);
+}
+
+/// Position b of the register field in stage `stage`'s layout: min(stage e, tau).
+COMPACT_HOST_DEVICE inline int fwht_stage_layout(const FwhtShape& s, int stage) {
+  const int b = stage * s.log2_elems;
+  return b < s.log2_threads ? b : s.log2_threads;
+}
+
+/// Element held in register q of row-thread t in layout L_b: the thread's bits, plus q << b.
+COMPACT_HOST_DEVICE inline std::uint32_t fwht_layout_thread_bits(const FwhtShape& s, int b, std::uint32_t t) {
+  return ((t >> b) << (b + s.log2_elems)) | (t & ((1u << b) - 1u));
+}
+
+COMPACT_HOST_DEVICE inline std::uint32_t fwht_layout_element(const FwhtShape& s, int b, std::uint32_t t, int q) {
+  return fwht_layout_thread_bits(s, b, t) + (static_cast<std::uint32_t>(q) << b);
+}
+
+/// The shared-memory offset of register q in layout L_b beyond that of register 0: with k = kt + (q << b) (kt the
+/// thread's bits) the index is kt + (kt >> e) + offset. The offset is q stride with stride = 1 for b = 0 (q < 2^e
+/// never carries into bit e) and stride = 2^b + 2^(b - e) for b >= e (q << b has no bits below e): linear in q, so
+/// each unrolled access is one multiply-add. For 0 < b < e (rows of 2^6 .. 2^11 only; fwht_layout_stride returns 0)
+/// it is (q << b) + (q >> (e - b)): kt's bits below b cannot carry into bit e.
+COMPACT_HOST_DEVICE inline std::uint32_t fwht_layout_stride(const FwhtShape& s, int b) {
+  return b == 0 ? 1u : (b >= s.log2_elems ? (1u << b) + (1u << (b - s.log2_elems)) : 0u);
+}
+
+COMPACT_HOST_DEVICE inline std::uint32_t fwht_narrow_offset(const FwhtShape& s, int b, int q) {
+  const std::uint32_t u = static_cast<std::uint32_t>(q);
+  return (u << b) + (u >> (s.log2_elems - b));
+}
+
+/// Butterflies over register-index bits [first, first + count) of v, in place (kElems, the array size, is a
+/// compile-time constant so the unrolled indices are constants and v stays in registers). With first = 0 and
+/// count = log2(size) it is the whole transform of v, used by the multi-pass SRHT for the high bits of long rows.
+template <int kElems>
+COMPACT_HOST_DEVICE inline void fwht_register_bits(float (&v)[kElems], int first, int count) {
+  COMPACT_UNROLL
+  for (int level = 0; (1 << level) < kElems; ++level) {
+    if (level < first || level >= first + count) continue;
     const int h = 1 << level;
-    for (int q = 0; q < kMaxElems; ++q) {
+    COMPACT_UNROLL
+    for (int q = 0; q < kElems; ++q) {
       if ((q & h) == 0) {
         const float a = v[q], b = v[q + h];
         v[q] = a + b;
@@ -73,58 +135,94 @@ COMPACT_HOST_DEVICE inline void fwht_register_levels(float (&v)[kMaxElems], int 
   }
 }
 
-/// A butterfly pair of element indices (lo, hi = lo + 2^level).
-struct IndexPair {
-  index_t lo, hi;
-};
-
-/// Pair number p (0 <= p < L/2) of level `level`: insert a zero bit at position `level` of p.
-COMPACT_HOST_DEVICE inline IndexPair fwht_pair(index_t p, int level) {
-  const index_t low = p & ((index_t{1} << level) - 1);
-  const index_t lo = ((p >> level) << (level + 1)) | low;
-  return IndexPair{lo, lo | (index_t{1} << level)};
+/// The whole transform of v's first 2^log2_elems values (the register pass of the two-pass SRHT).
+template <int kElems>
+COMPACT_HOST_DEVICE inline void fwht_register_levels(float (&v)[kElems], int log2_elems) {
+  fwht_register_bits(v, 0, log2_elems);
 }
 
-/// Pairs per thread in a shared-memory level: L/2 pairs over T threads; thread t takes pairs t + k T.
-COMPACT_HOST_DEVICE inline index_t fwht_shared_pairs_per_thread(const FwhtShape& s) {
-  return s.log2_len == 0 ? 0 : (index_t{1} << (s.log2_len - 1)) >> s.log2_threads;
+/// Stage `stage`'s butterflies on thread t's registers, which hold the row in the stage's layout.
+template <int kElems>
+COMPACT_HOST_DEVICE inline void fwht_stage_butterflies(const FwhtShape& s, int stage, float (&v)[kElems]) {
+  const int first = stage * s.log2_elems;
+  const int last = first + s.log2_elems < s.log2_len ? first + s.log2_elems : s.log2_len;
+  fwht_register_bits(v, first - fwht_stage_layout(s, stage), last - first);
 }
 
-/// Thread t's butterflies of shared-memory level `level` (5 <= level < log2_threads) on the row in sm.
-COMPACT_HOST_DEVICE inline void fwht_shared_level(float* sm, const FwhtShape& s, index_t t, int level) {
-  const index_t threads = index_t{1} << s.log2_threads, pairs = fwht_shared_pairs_per_thread(s);
-  for (index_t k = 0; k < pairs; ++k) {
-    const IndexPair p = fwht_pair(t + k * threads, level);
-    const float a = sm[p.lo], b = sm[p.hi];
-    sm[p.lo] = a + b;
-    sm[p.hi] = a - b;
+/// Shared-memory index of register 0 of thread t of the block in layout L_b (fwht_shared_index of its element).
+COMPACT_HOST_DEVICE inline std::uint32_t fwht_layout_base(const FwhtShape& s, int b, index_t t) {
+  const std::uint32_t tt = static_cast<std::uint32_t>(t), rho = tt >> s.log2_threads;
+  return fwht_shared_index(s, rho, fwht_layout_thread_bits(s, b, tt & ((1u << s.log2_threads) - 1u)));
+}
+
+/// Thread t of the block writes its registers (layout L_b of its row) to shared memory; kElems == 2^s.log2_elems.
+template <int kElems>
+COMPACT_HOST_DEVICE inline void fwht_write_shared(const FwhtShape& s, int b, index_t t, const float (&v)[kElems],
+                                                  float* sm) {
+  float* at = sm + fwht_layout_base(s, b, t);
+  const std::uint32_t stride = fwht_layout_stride(s, b);
+  if (stride != 0) {
+    COMPACT_UNROLL
+    for (int q = 0; q < kElems; ++q) at[static_cast<std::uint32_t>(q) * stride] = v[q];
+  } else {
+    COMPACT_UNROLL
+    for (int q = 0; q < kElems; ++q) at[fwht_narrow_offset(s, b, q)] = v[q];
   }
 }
 
-/// Walsh-Hadamard transform (Sylvester order, unnormalized) of the row held by block `b`, length 2^s.log2_len.
-///
-/// On entry regs[t].v[q] holds element fwht_element(s, t, q) for q < 2^s.log2_elems and every thread t of the
-/// block (b.size() == 2^s.log2_threads). On return the transformed row is in sm[0, 2^s.log2_len) and the block is
-/// past a barrier. Every butterfly is one fp32 add or subtract (no fast-math, and an add of a product is never
-/// formed, so no contraction), so the result depends only on the level order, which is fixed.
+/// Thread t of the block reads its registers (layout L_b of its row) from shared memory; kElems == 2^s.log2_elems.
+template <int kElems>
+COMPACT_HOST_DEVICE inline void fwht_read_shared(const FwhtShape& s, int b, index_t t, float (&v)[kElems],
+                                                 const float* sm) {
+  const float* at = sm + fwht_layout_base(s, b, t);
+  const std::uint32_t stride = fwht_layout_stride(s, b);
+  if (stride != 0) {
+    COMPACT_UNROLL
+    for (int q = 0; q < kElems; ++q) v[q] = at[static_cast<std::uint32_t>(q) * stride];
+  } else {
+    COMPACT_UNROLL
+    for (int q = 0; q < kElems; ++q) v[q] = at[fwht_narrow_offset(s, b, q)];
+  }
+}
+
+/// Walsh-Hadamard transform (Sylvester order, unnormalized) of the block's rows, registers first: on entry regs[t]
+/// holds thread t's elements in layout L_0 (element (t mod T) E + q of row t / T in register q, zero past a row
+/// shorter than E), kElems == 2^s.log2_elems; on return
+/// sm[fwht_shared_index(s, rho, k)] holds element k of row rho's transform, and the block is past a barrier.
+/// b.size() == fwht_block_threads(s); shared memory fwht_shared_bytes(s). Every butterfly is one fp32 add or
+/// subtract (no fast-math, no product, so no contraction): the result depends only on the fixed level order.
 template <int kElems, class Block, class Regs>
-COMPACT_HOST_DEVICE inline void fwht_block_transform(Block& b, Regs& regs, float* sm, const FwhtShape& s) {
-  const int elems = 1 << s.log2_elems;
-  b.each([&](index_t t) { fwht_register_levels(regs[t].v, s.log2_elems); });
-  for (int level = 0; level < fwht_warp_levels(s); ++level) {
-    b.exchange_xor(regs, 1 << level, elems, [level](index_t t, int, float own, float partner) {
-      return fwht_butterfly(own, partner, (t >> level) & 1);
+COMPACT_HOST_DEVICE inline void fwht_rows_forward(Block& b, Regs& regs, float* sm, const FwhtShape& s) {
+  for (int stage = 0; stage < s.stages; ++stage) {
+    const int layout = fwht_stage_layout(s, stage);
+    // Within a stage a thread reads and writes only its own positions: the barrier is between stages.
+    b.each([&](index_t t) {
+      if (stage > 0) fwht_read_shared(s, layout, t, regs[t].v, sm);
+      fwht_stage_butterflies(s, stage, regs[t].v);
+      fwht_write_shared(s, layout, t, regs[t].v, sm);
     });
-  }
-  b.each([&](index_t t) {
-    for (int q = 0; q < kElems; ++q) {
-      if (q < elems) sm[fwht_element(s, t, q)] = regs[t].v[q];
-    }
-  });
-  b.sync();
-  for (int level = 5; level < s.log2_threads; ++level) {
-    b.each([&](index_t t) { fwht_shared_level(sm, s, t, level); });
     b.sync();
+  }
+}
+
+/// The same transform, shared memory first: on entry sm[fwht_shared_index(s, rho, k)] holds element k of row rho
+/// (and the block is past a barrier since it was written); on return regs[t] holds thread t's elements of the
+/// transform in layout L_0, and every thread has finished reading shared memory only for itself (call b.sync()
+/// before sm is written again).
+template <int kElems, class Block, class Regs>
+COMPACT_HOST_DEVICE inline void fwht_rows_backward(Block& b, Regs& regs, float* sm, const FwhtShape& s) {
+  for (int stage = s.stages - 1; stage >= 0; --stage) {
+    if (stage < s.stages - 1) {
+      // The previous stage's result goes back in its own layout; written here rather than at the end of its
+      // iteration (as fwht_rows_forward does) because then ptxas keeps the unsketch kernels' register arrays
+      // within 128 registers (nvcc 13: 170 wanted, spilled at 512 threads), the sketch kernels' either way.
+      b.each([&](index_t t) { fwht_write_shared(s, fwht_stage_layout(s, stage + 1), t, regs[t].v, sm); });
+      b.sync();
+    }
+    b.each([&](index_t t) {
+      fwht_read_shared(s, fwht_stage_layout(s, stage), t, regs[t].v, sm);
+      fwht_stage_butterflies(s, stage, regs[t].v);
+    });
   }
 }
 

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #pragma once
-/// Row-major GEMMs as column-major BLAS calls (cuBLAS), and the panel sizes of the dense projectors' GEMM loops.
+/// Row-major GEMMs as column-major BLAS calls (cuBLAS): the operand mapping of the dense projectors' panel GEMMs and
+/// of compressed_grad.
 ///
 /// A row-major R x C matrix with row stride ld is, read column-major with leading dimension ld, its C x R
 /// transpose; so every row-major product is issued as the transposed product. The plans below are the only place
@@ -19,18 +20,20 @@ struct GemmPlan {
   index_t a_offset, b_offset, c_offset;
 };
 
-/// Columns [j0, j0 + w) of z = x P with the panel P[:, j0:j0+w] stored row-major (n x w, ld w) as A, x (batch x n,
-/// ld ldx) as B, z (batch x r, ld ldz) as C: Z^T[j0:j0+w, :] = Ppanel^T X^T.
-COMPACT_HOST_DEVICE inline GemmPlan sketch_panel_gemm(index_t batch, index_t n, index_t j0, index_t w, index_t ldx,
-                                                      index_t ldz) {
-  return GemmPlan{false, false, w, batch, n, w, ldx, ldz, 0, 0, j0};
+/// Columns [j0, j0 + w) of z = x P with the panel P[:, j0:j0+w] stored row-major (n x w, leading dimension
+/// ldp >= w) as A, x (batch x n, ld ldx) as B, z (batch x r, ld ldz) as C: Z^T[j0:j0+w, :] = Ppanel^T X^T. With
+/// j0 = 0 and w = r the panel is all of P (a stored P of row stride ldp).
+COMPACT_HOST_DEVICE inline GemmPlan sketch_panel_gemm(index_t batch, index_t n, index_t j0, index_t w, index_t ldp,
+                                                      index_t ldx, index_t ldz) {
+  return GemmPlan{false, false, w, batch, n, ldp, ldx, ldz, 0, 0, j0};
 }
 
-/// Columns [i0, i0 + h) of out = alpha g P^T + beta out with the panel P[i0:i0+h, :] stored row-major (h x r, ld r)
-/// as A, g (m x r, ld ldg) as B, out (m x n, ld ldo) as C: out^T[i0:i0+h, :] = alpha Ppanel G^T + beta out^T[...].
-COMPACT_HOST_DEVICE inline GemmPlan unsketch_panel_gemm(index_t m, index_t r, index_t i0, index_t h, index_t ldg,
-                                                        index_t ldo) {
-  return GemmPlan{true, false, h, m, r, r, ldg, ldo, 0, 0, i0};
+/// Columns [i0, i0 + h) of out = alpha g P^T + beta out with the panel P[i0:i0+h, :] stored row-major (h x r,
+/// leading dimension ldp >= r) as A, g (m x r, ld ldg) as B, out (m x n, ld ldo) as C:
+/// out^T[i0:i0+h, :] = alpha Ppanel G^T + beta out^T[i0:i0+h, :]. With i0 = 0 and h = n the panel is all of P.
+COMPACT_HOST_DEVICE inline GemmPlan unsketch_panel_gemm(index_t m, index_t r, index_t i0, index_t h, index_t ldp,
+                                                        index_t ldg, index_t ldo) {
+  return GemmPlan{true, false, h, m, r, ldp, ldg, ldo, 0, 0, i0};
 }
 
 /// g = dy^T z + beta g with z (batch x r, ld ldz) as A, dy (batch x m, ld lddy) as B, g (m x r, ld ldg) as C:
@@ -38,16 +41,6 @@ COMPACT_HOST_DEVICE inline GemmPlan unsketch_panel_gemm(index_t m, index_t r, in
 COMPACT_HOST_DEVICE inline GemmPlan compressed_grad_gemm(index_t batch, index_t m, index_t r, index_t lddy, index_t ldz,
                                                          index_t ldg) {
   return GemmPlan{false, true, r, m, batch, ldz, lddy, ldg, 0, 0, 0};
-}
-
-/// Panel extent along a dimension of size `extent` when a panel row (or column) has `other` entries and the
-/// workspace holds `capacity` entries: all of `extent` if it fits, else the most that fit rounded down to a
-/// multiple of `align` (and at least `align`: the workspace minimum guarantees align * other entries).
-COMPACT_HOST_DEVICE inline index_t panel_extent(index_t capacity, index_t other, index_t extent, index_t align) {
-  const index_t fit = capacity / other;
-  if (fit >= extent) return extent;
-  const index_t rounded = fit / align * align;
-  return rounded > align ? rounded : align;
 }
 
 }  // namespace detail

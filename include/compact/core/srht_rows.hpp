@@ -2,19 +2,21 @@
 #pragma once
 /// The GPU SRHT's row kernels as host/device functions of (block, thread): z = x P and out = alpha g P^T + beta out
 /// for P = D H S / sqrt(r) of core/srht.hpp, by one FWHT per padded row, in one pass for n' <= 2^15 and two passes
-/// (a global-memory pass over the high bits, a shared-memory pass over chunks) up to n' = 2^20. Also the device
-/// workspace layout of the SRHT projector, a pure function of (n, r) (no device needed).
+/// (a global-memory pass over the high bits, a shared-memory pass over chunks) up to n' = 2^20.
 ///
 /// A padded row of n' = 2^L elements is cut into 2^h chunks of 2^c contiguous elements (c + h = L, the SrhtPlan):
-/// element k = (hi << c) | lo. Bits [0, c) are transformed by one block per chunk (core/fwht_block.hpp, the chunk
-/// in shared memory), bits [c, L) by one thread per position lo holding the 2^h elements (hi, lo) in registers.
-/// The butterflies of different bits commute, so sketch does the high bits first (x (.) d into an fp32 scratch,
-/// then the chunks, each gathering the sampled columns that fall in it) and unsketch_grad the chunks first (the
-/// scattered g, into the scratch, then the high bits, d, alpha and beta into out). With h = 0 the chunk is the
-/// row and the chunk kernels read x (sketch) or write out (unsketch_grad) directly: one pass, no scratch.
+/// element k = (hi << c) | lo. Bits [0, c) are transformed by a block (core/fwht_block.hpp: registers in stages,
+/// several rows or chunks per block when they are short), bits [c, L) by one thread per position lo holding the
+/// 2^h elements (hi, lo) in registers. The butterflies of different bits commute, so sketch does the high bits first
+/// (x (.) d into an fp32 scratch, then the chunks, each gathering the sampled columns that fall in it) and
+/// unsketch_grad the chunks first (the scattered g, into the scratch, then the high bits, d, alpha and beta into
+/// out). With h = 0 the chunk is the row and the chunk kernels read x (sketch) or write out (unsketch_grad) directly:
+/// one pass, no scratch. The chunk kernels load and store rows as 16-byte vectors wherever the row is 16-byte
+/// aligned, each thread holding 32 or 64 consecutive elements.
 
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 
 #include "compact/config.hpp"
 #include "compact/core/block.hpp"
@@ -24,17 +26,20 @@
 #include "compact/core/grid.hpp"
 #include "compact/core/philox.hpp"
 #include "compact/core/srht.hpp"
+#include "compact/core/vec16.hpp"
 
 namespace compact {
 namespace detail {
 
 /// Longest padded row of the GPU SRHT: n' <= 2^20.
 inline constexpr int kSrhtMaxLog2 = 20;
-/// Bits the register pass does: a thread holds 2^h <= kFwhtMaxElems elements of a row.
+/// Bits the register pass does: a thread holds 2^h <= kSrhtMaxHighElems elements of a row.
 inline constexpr int kSrhtMaxHighBits = 5;
-/// Chunk bits every supported GPU can do in one block: 2^14 floats = 64 KiB of shared memory, which every GPU
-/// from sm_70 on gives a block (sm_80 and sm_90 give 2^15: 163 KiB and 227 KiB).
-inline constexpr int kSrhtPortableChunkBits = 14;
+/// Register array of the register pass: 2^kSrhtMaxHighBits.
+inline constexpr int kSrhtMaxHighElems = 1 << kSrhtMaxHighBits;
+/// Chunk bits every supported GPU can do in one block: a chunk of 2^13 takes 33 KiB of shared memory (2^14 takes
+/// 65 KiB, one more than sm_75 gives; sm_86 and sm_89 give 99 KiB: 2^14; sm_80 and sm_90 163 and 227 KiB: 2^15).
+inline constexpr int kSrhtPortableChunkBits = 13;
 
 // ---------------------------------------------------------------------------------------------------------------
 // Plan: how a row is cut.
@@ -51,10 +56,10 @@ COMPACT_HOST_DEVICE inline SrhtPlan srht_plan(int log2_len, int max_chunk_bits) 
   return SrhtPlan{log2_len, c, log2_len - c, fwht_shape(c)};
 }
 
-/// The largest chunk (as bits) a block with `shared_bytes` of shared memory holds, at most kFwhtMaxLog2.
+/// The largest chunk (as bits) whose block (fwht_shape) fits `shared_bytes` of shared memory, at most kFwhtMaxLog2.
 inline int srht_max_chunk_bits(std::size_t shared_bytes) {
   int c = 0;
-  while (c < kFwhtMaxLog2 && (sizeof(float) << (c + 1)) <= shared_bytes) ++c;
+  while (c < kFwhtMaxLog2 && fwht_shared_bytes(fwht_shape(c + 1)) <= shared_bytes) ++c;
   return c;
 }
 
@@ -79,13 +84,15 @@ COMPACT_HOST_DEVICE inline std::uint32_t srht_packed_sign(const std::uint32_t* s
   return (sign_words[k / 32] >> (k % 32)) & 1u;
 }
 
-/// The signs thread t needs: bit q set iff d_k = -1 for k = fwht_element(s, t, q), q < 2^s.log2_elems (at most
-/// kFwhtMaxElems = 32, so one word), read from the packed words.
-COMPACT_HOST_DEVICE inline std::uint32_t srht_thread_sign_mask(const FwhtShape& s, const std::uint32_t* sign_words,
-                                                               index_t t) {
-  std::uint32_t mask = 0;
-  for (int q = 0; q < (1 << s.log2_elems); ++q) mask |= srht_packed_sign(sign_words, fwht_element(s, t, q)) << q;
-  return mask;
+/// The sign bits of d_{k0}, ..., d_{k0 + count - 1} (bit q set iff d_{k0 + q} = -1), count <= 64, from the packed
+/// words; k0 is a multiple of count (a chunk thread's elements in layout L_0), so at most two whole words are read.
+COMPACT_HOST_DEVICE inline std::uint64_t srht_sign_bits(const std::uint32_t* sign_words, index_t k0, int count) {
+  if (count > 32) {
+    return static_cast<std::uint64_t>(sign_words[k0 / 32]) |
+           (static_cast<std::uint64_t>(sign_words[k0 / 32 + 1]) << 32);
+  }
+  const std::uint32_t word = sign_words[k0 / 32] >> (k0 % 32);
+  return count == 32 ? word : word & ((1u << count) - 1u);
 }
 
 /// The setup kernel's sign part: word w of the packed signs for every w < ceil(np / 32) of thread th's tasks.
@@ -111,70 +118,150 @@ struct SrhtRows {
   SrhtPlan plan;
 };
 
+/// fp32 -> fp32: the conversion of the two-pass scratch.
+struct Identity {
+  COMPACT_HOST_DEVICE float operator()(float v) const { return v; }
+};
+
 /// Where a chunk kernel reads (sketch) or writes (unsketch_grad) its rows: kDirect, one pass, x or out itself
 /// (and the kernel applies d); kScratch, two passes, the fp32 scratch of `rows` rows of n' that the register pass
 /// writes or reads.
 enum class SrhtChunkIo { kDirect, kScratch };
 
-/// Block tasks of a chunk kernel over `rows` rows: one per (row, chunk), row-major.
+/// Block tasks of a chunk kernel over `rows` rows: one per (row, chunk), row-major; a block takes
+/// 2^chunk.log2_rows consecutive tasks.
 COMPACT_HOST_DEVICE inline index_t srht_chunk_tasks(const SrhtPlan& p, index_t rows) { return rows << p.high_bits; }
+
+/// Blocks of a chunk kernel that cover `rows` rows (before any cap on the grid).
+COMPACT_HOST_DEVICE inline index_t srht_chunk_blocks_needed(const SrhtPlan& p, index_t rows) {
+  const index_t per_block = index_t{1} << p.chunk.log2_rows;
+  return (srht_chunk_tasks(p, rows) + per_block - 1) / per_block;
+}
 
 /// Thread tasks of a register pass over `rows` rows: one per (row, position lo in a chunk).
 COMPACT_HOST_DEVICE inline index_t srht_register_tasks(const SrhtPlan& p, index_t rows) { return rows << p.chunk_bits; }
 
-/// The sign masks of the block's threads (srht_thread_sign_mask), read once per block when the chunk kernel
-/// applies d itself (kDirect); with kScratch the register pass has applied it and nothing is read.
-template <SrhtChunkIo kIo, class Block>
-COMPACT_HOST_DEVICE inline auto srht_chunk_sign_masks(Block& b, const SrhtRows& d) {
-  auto negative = b.template local<std::uint32_t>();
-  if constexpr (kIo == SrhtChunkIo::kDirect) {
-    b.each([&](index_t t) { negative[t] = srht_thread_sign_mask(d.plan.chunk, d.sign_words, t); });
+/// Loads the kElems consecutive values src[k0 + q] of a row, converted to fp32, zero at and past `valid`. Whole
+/// 16-byte vectors when src + k0 is 16-byte aligned (k0 is a multiple of kElems, so all of the thread's vectors are)
+/// and the vector lies below `valid`; single elements else.
+template <int kElems, class In, class ToFloat>
+COMPACT_HOST_DEVICE inline void srht_load_values(const In* src, index_t k0, index_t valid, ToFloat to_float,
+                                                 float (&v)[kElems]) {
+  constexpr int kVec = kVec16Elems<In>;
+  static_assert(kElems % kVec == 0, "compact::detail::srht_load_values: whole vectors per thread");
+  const bool vectors = is_aligned16(src + k0);
+  COMPACT_UNROLL
+  for (int m = 0; m < kElems / kVec; ++m) {
+    const int q0 = m * kVec;
+    if (vectors && k0 + q0 + kVec <= valid) {
+      const Vec16 x = load_vec16(src + k0 + q0);
+      COMPACT_UNROLL
+      for (int l = 0; l < kVec; ++l) v[q0 + l] = to_float(vec16_get<In>(x, l));
+    } else {
+      COMPACT_UNROLL
+      for (int l = 0; l < kVec; ++l) v[q0 + l] = k0 + q0 + l < valid ? to_float(src[k0 + q0 + l]) : 0.0f;
+    }
   }
-  return negative;
 }
 
-/// Sketch, chunk kernel: for every (row, chunk c) task of block b, the chunk's FWHT and the gather
-/// z[row, j] = scale * y[S_j] for the sampled columns j of the chunk.
+/// Stores value(q, old) at dst[k0 + q] for the kElems values with k0 + q < valid: whole 16-byte vectors where
+/// dst + k0 is 16-byte aligned and the vector lies below `valid`, single elements else. old is the fp32 value there
+/// before (read as a vector too) when `read_old`, else 0.
+template <int kElems, class Out, class Value, class ToFloat>
+COMPACT_HOST_DEVICE inline void srht_store_values(Out* dst, index_t k0, index_t valid, bool read_old, ToFloat to_float,
+                                                  Value value) {
+  constexpr int kVec = kVec16Elems<Out>;
+  static_assert(kElems % kVec == 0, "compact::detail::srht_store_values: whole vectors per thread");
+  using Bits = decltype(raw_bits(std::declval<Out>()));
+  const bool vectors = is_aligned16(dst + k0);
+  COMPACT_UNROLL
+  for (int m = 0; m < kElems / kVec; ++m) {
+    const int q0 = m * kVec;
+    if (vectors && k0 + q0 + kVec <= valid) {
+      Vec16 old{};
+      if (read_old) old = load_vec16(dst + k0 + q0);
+      Bits bits[kVec];
+      COMPACT_UNROLL
+      for (int l = 0; l < kVec; ++l) {
+        bits[l] = raw_bits(value(q0 + l, read_old ? to_float(vec16_get<Out>(old, l)) : 0.0f));
+      }
+      store_vec16(dst + k0 + q0, pack_vec16(bits));
+    } else {
+      COMPACT_UNROLL
+      for (int l = 0; l < kVec; ++l) {
+        if (k0 + q0 + l < valid) {
+          Out* at = dst + k0 + q0 + l;
+          *at = value(q0 + l, read_old ? to_float(*at) : 0.0f);
+        }
+      }
+    }
+  }
+}
+
+/// The chunk task of thread t of a block whose first task is task0: row-in-block rho = t >> tau, thread in row tt.
+struct SrhtChunkThread {
+  index_t rho, tt, task, row, chunk;
+  bool active;
+};
+
+COMPACT_HOST_DEVICE inline SrhtChunkThread srht_chunk_thread(const SrhtPlan& p, index_t task0, index_t tasks,
+                                                             index_t t) {
+  const FwhtShape& s = p.chunk;
+  const index_t rho = t >> s.log2_threads, tt = t & ((index_t{1} << s.log2_threads) - 1), task = task0 + rho;
+  return SrhtChunkThread{rho, tt, task, task >> p.high_bits, task & ((index_t{1} << p.high_bits) - 1), task < tasks};
+}
+
+/// Sketch, chunk kernel: for every (row, chunk c) task of block b (2^chunk.log2_rows consecutive tasks per block,
+/// grid-stride beyond), the chunk's FWHT and the gather z[row, j] = scale * y[S_j] for the sampled columns j of
+/// the chunk.
 ///
 /// kIo = kDirect (one pass): the chunk is the row, loaded as x[row, k] d_k (0 for k >= n). kIo = kScratch: the
 /// chunk is scratch[row * n' + c 2^chunk_bits + k], already signed and transformed over the high bits.
-/// b.size() == 2^plan.chunk.log2_threads; shared memory fwht_shared_bytes(plan.chunk).
+/// b.size() == fwht_block_threads(plan.chunk); shared memory fwht_shared_bytes(plan.chunk); kElems >=
+/// == 2^plan.chunk.log2_elems (32 or 64).
 template <int kElems, SrhtChunkIo kIo, class Block, class In, class Out, class ToFloat, class FromFloat>
 COMPACT_HOST_DEVICE inline void srht_sketch_chunks(Block& b, const SrhtRows& d, const In* x, index_t ldx,
                                                    const float* scratch, Out* z, index_t ldz, index_t rows,
                                                    ToFloat to_float, FromFloat from_float) {
   const FwhtShape s = d.plan.chunk;
-  const int elems = 1 << s.log2_elems, cb = d.plan.chunk_bits;
-  const index_t np = index_t{1} << d.plan.log2_len, chunk_mask = (index_t{1} << d.plan.high_bits) - 1;
+  const int cb = d.plan.chunk_bits;
+  const index_t np = index_t{1} << d.plan.log2_len, tasks = srht_chunk_tasks(d.plan, rows);
+  const index_t per_block = index_t{1} << s.log2_rows, threads_per_row = index_t{1} << s.log2_threads;
   float* sm = b.template shared<float>();
   auto regs = b.template local<Registers<kElems>>();
-  auto negative = srht_chunk_sign_masks<kIo>(b, d);
-  for (index_t task = b.index(); task < srht_chunk_tasks(d.plan, rows); task += b.count()) {
-    const index_t row = task >> d.plan.high_bits, c = task & chunk_mask;
+  auto negative = b.template local<std::uint64_t>();  // d's sign bits of the thread's elements (one pass)
+  if constexpr (kIo == SrhtChunkIo::kDirect) {
+    b.each(
+        [&](index_t t) { negative[t] = srht_sign_bits(d.sign_words, (t & (threads_per_row - 1)) * kElems, kElems); });
+  }
+  for (index_t task0 = b.index() * per_block; task0 < tasks; task0 += b.count() * per_block) {
     b.each([&](index_t t) {
-      if constexpr (kIo == SrhtChunkIo::kDirect) {
+      const SrhtChunkThread th = srht_chunk_thread(d.plan, task0, tasks, t);
+      const index_t k0 = th.tt * kElems;
+      if (!th.active) {
+        COMPACT_UNROLL
+        for (int q = 0; q < kElems; ++q) regs[t].v[q] = 0.0f;
+      } else if constexpr (kIo == SrhtChunkIo::kDirect) {
+        srht_load_values(x + th.row * ldx, k0, d.n, to_float, regs[t].v);
+        COMPACT_UNROLL
         for (int q = 0; q < kElems; ++q) {
-          const index_t k = fwht_element(s, t, q);
-          float v = 0.0f;
-          if (q < elems && k < d.n) {
-            const float xk = to_float(x[row * ldx + k]);
-            v = ((negative[t] >> q) & 1u) ? -xk : xk;
-          }
-          regs[t].v[q] = v;
+          if ((negative[t] >> q) & 1u) regs[t].v[q] = -regs[t].v[q];
         }
       } else {
-        const float* src = scratch + row * np + (c << cb);
-        for (int q = 0; q < kElems; ++q) regs[t].v[q] = q < elems ? src[fwht_element(s, t, q)] : 0.0f;
+        srht_load_values(scratch + th.row * np + (th.chunk << cb), k0, index_t{1} << cb, Identity{}, regs[t].v);
       }
     });
-    fwht_block_transform<kElems>(b, regs, sm, s);
-    const index_t first = d.chunk_first[c], last = d.chunk_first[c + 1], base = c << cb;
+    fwht_rows_forward<kElems>(b, regs, sm, s);
     b.each([&](index_t t) {
-      for (index_t j = first + t; j < last; j += b.size()) {
-        z[row * ldz + j] = from_float(d.scale * sm[static_cast<index_t>(d.sample[j]) - base]);
+      const SrhtChunkThread th = srht_chunk_thread(d.plan, task0, tasks, t);
+      if (!th.active) return;
+      const index_t first = d.chunk_first[th.chunk], last = d.chunk_first[th.chunk + 1];
+      const std::uint32_t base = static_cast<std::uint32_t>(th.chunk << cb), rho = static_cast<std::uint32_t>(th.rho);
+      for (index_t j = first + th.tt; j < last; j += threads_per_row) {
+        z[th.row * ldz + j] = from_float(d.scale * sm[fwht_shared_index(s, rho, d.sample[j] - base)]);
       }
     });
-    b.sync();  // the next task overwrites sm
+    b.sync();  // the next tasks overwrite sm
   }
 }
 
@@ -189,8 +276,8 @@ COMPACT_HOST_DEVICE inline void srht_sketch_registers_thread(const Thread1d& th,
   const index_t np = index_t{1} << d.plan.log2_len, lo_mask = (index_t{1} << cb) - 1;
   for (index_t task = th.first(); task < srht_register_tasks(d.plan, rows); task += th.step()) {
     const index_t row = task >> cb, lo = task & lo_mask;
-    float v[kFwhtMaxElems];
-    for (int hi = 0; hi < kFwhtMaxElems; ++hi) {
+    float v[kSrhtMaxHighElems];
+    for (int hi = 0; hi < kSrhtMaxHighElems; ++hi) {
       const index_t k = (static_cast<index_t>(hi) << cb) | lo;
       v[hi] = 0.0f;
       if (hi < (1 << hb) && k < d.n) {
@@ -199,67 +286,74 @@ COMPACT_HOST_DEVICE inline void srht_sketch_registers_thread(const Thread1d& th,
       }
     }
     fwht_register_levels(v, hb);
-    for (int hi = 0; hi < kFwhtMaxElems; ++hi) {
+    for (int hi = 0; hi < kSrhtMaxHighElems; ++hi) {
       if (hi < (1 << hb)) scratch[row * np + ((static_cast<index_t>(hi) << cb) | lo)] = v[hi];
     }
   }
 }
 
-/// The final value of out[row, k] in unsketch_grad: alpha (d_k scale y) + beta out (out not read when beta = 0).
-template <class Out, class ToFloat, class FromFloat>
-COMPACT_HOST_DEVICE inline void srht_unsketch_store(Out* out, std::uint32_t negative, float scaled, float alpha,
-                                                    float beta, ToFloat to_float, FromFloat from_float) {
+/// The final value of out[row, k] in unsketch_grad from the transform's scaled value and out's old value:
+/// alpha (d_k scale y) + beta old, with old not used when beta = 0 (out not read).
+COMPACT_HOST_DEVICE inline float srht_unsketch_value(std::uint32_t negative, float scaled, float alpha, float beta,
+                                                     float old) {
   float val = alpha * (negative ? -scaled : scaled);
-  if (beta != 0.0f) val += beta * to_float(*out);
-  *out = from_float(val);
+  if (beta != 0.0f) val += beta * old;
+  return val;
 }
 
-/// unsketch_grad, chunk kernel: for every (row, chunk c) task of block b, the sampled g[row, j] of the chunk are
-/// scattered to S_j (zeros elsewhere) and transformed. kIo = kDirect (one pass): out[row, k] = alpha d_k scale y_k
-/// + beta out[row, k] for k < n. kIo = kScratch: scratch[row * n' + c 2^chunk_bits + k] = y_k, for the register
-/// pass to finish. b.size() == 2^plan.chunk.log2_threads; shared memory fwht_shared_bytes(plan.chunk).
+/// unsketch_grad, chunk kernel: for every (row, chunk c) task of block b (2^chunk.log2_rows consecutive tasks per
+/// block), the sampled g[row, j] of the chunk are scattered to S_j (zeros elsewhere) and transformed. kIo = kDirect
+/// (one pass): out[row, k] = alpha d_k scale y_k + beta out[row, k] for k < n. kIo = kScratch:
+/// scratch[row * n' + c 2^chunk_bits + k] = y_k, for the register pass to finish. b.size() ==
+/// fwht_block_threads(plan.chunk); shared memory fwht_shared_bytes(plan.chunk); kElems == 2^plan.chunk.log2_elems.
 template <int kElems, SrhtChunkIo kIo, class Block, class In, class Out, class ToFloat, class FromFloat>
 COMPACT_HOST_DEVICE inline void srht_unsketch_chunks(Block& b, const SrhtRows& d, const In* g, index_t ldg,
                                                      float* scratch, Out* out, index_t ldo, float alpha, float beta,
                                                      index_t rows, ToFloat to_float, FromFloat from_float) {
   const FwhtShape s = d.plan.chunk;
-  const int elems = 1 << s.log2_elems, cb = d.plan.chunk_bits;
-  const index_t np = index_t{1} << d.plan.log2_len, chunk_mask = (index_t{1} << d.plan.high_bits) - 1;
+  const int cb = d.plan.chunk_bits;
+  const index_t np = index_t{1} << d.plan.log2_len, tasks = srht_chunk_tasks(d.plan, rows);
+  const index_t per_block = index_t{1} << s.log2_rows, threads_per_row = index_t{1} << s.log2_threads;
+  const index_t shared_floats = fwht_row_stride(s) << s.log2_rows;
   float* sm = b.template shared<float>();
   auto regs = b.template local<Registers<kElems>>();
-  auto negative = srht_chunk_sign_masks<kIo>(b, d);
-  for (index_t task = b.index(); task < srht_chunk_tasks(d.plan, rows); task += b.count()) {
-    const index_t row = task >> d.plan.high_bits, c = task & chunk_mask, base = c << cb;
+  auto negative = b.template local<std::uint64_t>();
+  if constexpr (kIo == SrhtChunkIo::kDirect) {
+    b.each(
+        [&](index_t t) { negative[t] = srht_sign_bits(d.sign_words, (t & (threads_per_row - 1)) * kElems, kElems); });
+  }
+  for (index_t task0 = b.index() * per_block; task0 < tasks; task0 += b.count() * per_block) {
     b.each([&](index_t t) {
-      for (int q = 0; q < elems; ++q) sm[fwht_element(s, t, q)] = 0.0f;
-    });
-    b.sync();
-    const index_t first = d.chunk_first[c], last = d.chunk_first[c + 1];
-    b.each([&](index_t t) {
-      for (index_t j = first + t; j < last; j += b.size()) {
-        sm[static_cast<index_t>(d.sample[j]) - base] = to_float(g[row * ldg + j]);
-      }
+      for (index_t i = t; i < shared_floats; i += b.size()) sm[i] = 0.0f;
     });
     b.sync();
     b.each([&](index_t t) {
-      for (int q = 0; q < kElems; ++q) regs[t].v[q] = q < elems ? sm[fwht_element(s, t, q)] : 0.0f;
-    });
-    b.sync();  // every thread has read its elements before the transform writes sm
-    fwht_block_transform<kElems>(b, regs, sm, s);
-    b.each([&](index_t t) {
-      for (int q = 0; q < elems; ++q) {
-        const index_t k = fwht_element(s, t, q);
-        if constexpr (kIo == SrhtChunkIo::kDirect) {
-          if (k < d.n) {
-            srht_unsketch_store(out + row * ldo + k, (negative[t] >> q) & 1u, d.scale * sm[k], alpha, beta, to_float,
-                                from_float);
-          }
-        } else {
-          scratch[row * np + base + k] = sm[k];
-        }
+      const SrhtChunkThread th = srht_chunk_thread(d.plan, task0, tasks, t);
+      if (!th.active) return;
+      const index_t first = d.chunk_first[th.chunk], last = d.chunk_first[th.chunk + 1];
+      const std::uint32_t base = static_cast<std::uint32_t>(th.chunk << cb), rho = static_cast<std::uint32_t>(th.rho);
+      for (index_t j = first + th.tt; j < last; j += threads_per_row) {
+        sm[fwht_shared_index(s, rho, d.sample[j] - base)] = to_float(g[th.row * ldg + j]);
       }
     });
-    b.sync();  // the next task overwrites sm
+    b.sync();
+    fwht_rows_backward<kElems>(b, regs, sm, s);
+    b.each([&](index_t t) {
+      const SrhtChunkThread th = srht_chunk_thread(d.plan, task0, tasks, t);
+      if (!th.active) return;
+      const index_t k0 = th.tt * kElems;
+      const float* y = regs[t].v;
+      if constexpr (kIo == SrhtChunkIo::kDirect) {
+        const std::uint64_t neg = negative[t];
+        srht_store_values<kElems>(out + th.row * ldo, k0, d.n, beta != 0.0f, to_float, [&](int q, float old) {
+          return from_float(srht_unsketch_value((neg >> q) & 1u, d.scale * y[q], alpha, beta, old));
+        });
+      } else {
+        srht_store_values<kElems>(scratch + th.row * np + (th.chunk << cb), k0, index_t{1} << cb, false, Identity{},
+                                  [&](int q, float) { return y[q]; });
+      }
+    });
+    b.sync();  // the next tasks overwrite sm
   }
 }
 
@@ -275,16 +369,17 @@ COMPACT_HOST_DEVICE inline void srht_unsketch_registers_thread(const Thread1d& t
   const index_t np = index_t{1} << d.plan.log2_len, lo_mask = (index_t{1} << cb) - 1;
   for (index_t task = th.first(); task < srht_register_tasks(d.plan, rows); task += th.step()) {
     const index_t row = task >> cb, lo = task & lo_mask;
-    float v[kFwhtMaxElems];
-    for (int hi = 0; hi < kFwhtMaxElems; ++hi) {
+    float v[kSrhtMaxHighElems];
+    for (int hi = 0; hi < kSrhtMaxHighElems; ++hi) {
       v[hi] = hi < (1 << hb) ? scratch[row * np + ((static_cast<index_t>(hi) << cb) | lo)] : 0.0f;
     }
     fwht_register_levels(v, hb);
-    for (int hi = 0; hi < kFwhtMaxElems; ++hi) {
+    for (int hi = 0; hi < kSrhtMaxHighElems; ++hi) {
       const index_t k = (static_cast<index_t>(hi) << cb) | lo;
       if (hi < (1 << hb) && k < d.n) {
-        srht_unsketch_store(out + row * ldo + k, srht_packed_sign(d.sign_words, k), d.scale * v[hi], alpha, beta,
-                            to_float, from_float);
+        Out* at = out + row * ldo + k;
+        *at = from_float(srht_unsketch_value(srht_packed_sign(d.sign_words, k), d.scale * v[hi], alpha, beta,
+                                             beta != 0.0f ? to_float(*at) : 0.0f));
       }
     }
   }

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #pragma once
-/// The CUDA backend tag (stream, cuBLAS handle and the handle's workspace) and the caller-owned device workspace.
+/// The CUDA backend tag (stream, cuBLAS handle and its workspace, the overlap's side stream and events) and the
+/// caller-owned device workspace.
 
 #include <cstddef>
 
@@ -9,8 +10,21 @@
 
 namespace compact {
 
+/// The side stream and the two events of the overlapped panel schedule (PanelSchedule::kOverlap), borrowed from a
+/// CudaOverlap (compact/cuda/overlap.cuh) that the caller owns. All null (the default): dense projectors run every
+/// operation on one stream.
+struct PanelOverlap {
+  cudaStream_t side = nullptr;
+  cudaEvent_t generated = nullptr;
+  cudaEvent_t consumed = nullptr;
+  bool enabled() const { return side != nullptr; }
+};
+
 /// The CUDA backend: every kernel and cuBLAS call of an operation is issued on `stream`, in order, and nothing
-/// waits for it (no cudaDeviceSynchronize, no cudaStreamSynchronize, no blocking copies). Copyable, non-owning.
+/// waits for it on the host (no cudaDeviceSynchronize, no cudaStreamSynchronize, no blocking copies). Copyable,
+/// non-owning. With `overlap` set, a dense projector also generates panels on overlap.side, ordered against
+/// `stream` by overlap's events only (see core/panel_schedule.hpp): the caller's stream still sees the operation
+/// as one piece of stream-ordered work.
 ///
 /// `cublas` is the caller's handle, needed only by operations that run a GEMM (dense sketch/unsketch_grad,
 /// compressed_grad). Before a GEMM compact points it at the operation's stream with cublasSetStream, but only when
@@ -23,6 +37,7 @@ struct Cuda {
   cublasHandle_t cublas = nullptr;
   void* cublas_workspace = nullptr;  ///< the handle's workspace (256-byte aligned), or null for cuBLAS's pool
   std::size_t cublas_workspace_bytes = 0;
+  PanelOverlap overlap{};  ///< set (from a CudaOverlap): dense projectors run PanelSchedule::kOverlap
 
   /// The same backend on another stream (as thrust::cuda::par.on(stream)).
   Cuda on(cudaStream_t other) const {

@@ -15,7 +15,7 @@ namespace detail {
 __device__ inline Thread1d this_thread_1d() { return Thread1d{blockIdx.x, threadIdx.x, gridDim.x, blockDim.x}; }
 
 /// The calling thread's block of a 1-D launch. each() runs its function for this thread only, sync() is
-/// __syncthreads(), local<T>() is one T in the thread's registers, exchange_xor is __shfl_xor_sync. The members are
+/// __syncthreads(), local<T>() is one T in the thread's registers. The members are
 /// COMPACT_HOST_DEVICE so that the host/device kernel bodies instantiate with it; they do nothing in host code,
 /// which never calls them.
 struct DeviceBlock {
@@ -85,24 +85,6 @@ struct DeviceBlock {
 #else
     (void)p;
     (void)v;
-#endif
-  }
-
-  /// Warp shuffle over the lanes t and t ^ lane_mask (lane_mask < 32, below the block size); every lane of the
-  /// block's warps takes part, as __shfl_xor_sync requires (blocks of fewer than 32 threads use a partial mask).
-  template <int E, class F>
-  COMPACT_HOST_DEVICE void exchange_xor(Local<Registers<E>>& r, int lane_mask, int count, F&& combine) const {
-#if defined(__CUDA_ARCH__)
-    const unsigned lanes = blockDim.x >= 32 ? 0xFFFFFFFFu : ((1u << blockDim.x) - 1u);
-    const index_t t = threadIdx.x;
-    for (int q = 0; q < E; ++q) {
-      if (q < count) r.value.v[q] = combine(t, q, r.value.v[q], __shfl_xor_sync(lanes, r.value.v[q], lane_mask));
-    }
-#else
-    (void)r;
-    (void)lane_mask;
-    (void)count;
-    (void)combine;
 #endif
   }
 };

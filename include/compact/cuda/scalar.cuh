@@ -11,6 +11,7 @@
 
 #include "compact/config.hpp"
 #include "compact/core/convert.hpp"
+#include "compact/core/vec16.hpp"
 
 namespace compact {
 namespace detail {
@@ -73,6 +74,13 @@ struct CudaScalar<__nv_bfloat16> {
 template <class T>
 struct FromFloat {
   COMPACT_HOST_DEVICE T operator()(float v) const { return CudaScalar<T>::from_float(v); }
+};
+
+/// fp32 -> the raw bits of T (round to nearest even; std::uint16_t or std::uint32_t): the `encode` of the dense
+/// panel kernel's body, which stores bits.
+template <class T>
+struct ToBits {
+  COMPACT_HOST_DEVICE auto operator()(float v) const { return raw_bits(CudaScalar<T>::from_float(v)); }
 };
 
 /// T -> fp32 (exact): the `to_float` of the kernel bodies in core/.

@@ -116,8 +116,15 @@ inline void enqueue_srht_setup(const SrhtScores& scores, index_t np, index_t r, 
 // ---------------------------------------------------------------------------------------------------------------
 // Row kernels.
 
+/// Most threads a block of a chunk kernel with kElems registers per thread has (fwht_shape): 128 with 32 registers
+/// (rows up to 2^10), 512 with 64 (2^15 in 64 registers per thread). The kernels' launch bounds, which let ptxas
+/// keep the register arrays in registers (about 115 per thread with 64, at most 128 for 512 threads).
+constexpr int srht_chunk_max_threads(int elems) {
+  return elems > 32 ? 1 << (kFwhtMaxLog2 - 6) : 1 << kFwhtMinBlockThreadsLog2;
+}
+
 template <class Scalar, int kElems, SrhtChunkIo kIo>
-__global__ void __launch_bounds__(1024)
+__global__ void __launch_bounds__(srht_chunk_max_threads(kElems))
     srht_sketch_chunks_kernel(SrhtRows d, const Scalar* x, index_t ldx, const float* scratch, Scalar* z, index_t ldz,
                               index_t rows) {
   DeviceBlock b;
@@ -130,7 +137,7 @@ __global__ void srht_sketch_registers_kernel(SrhtRows d, const Scalar* x, index_
 }
 
 template <class Scalar, int kElems, SrhtChunkIo kIo>
-__global__ void __launch_bounds__(1024)
+__global__ void __launch_bounds__(srht_chunk_max_threads(kElems))
     srht_unsketch_chunks_kernel(SrhtRows d, const Scalar* g, index_t ldg, float* scratch, Scalar* out, index_t ldo,
                                 float alpha, float beta, index_t rows) {
   DeviceBlock b;
@@ -151,14 +158,14 @@ __global__ void srht_materialize_kernel(EntryParams params, const std::uint32_t*
   srht_materialize_thread(this_thread_1d(), params, sample, rect, p, ld, FromFloat<Scalar>{});
 }
 
-/// Calls f(std::integral_constant<int, E>{}) with E, the register count of plan p's chunk kernels (32 for chunks
-/// of 2^15, else 16): the one place the run-time plan picks a kernel instantiation.
+/// Calls f(std::integral_constant<int, E>{}) with E, the register array of plan p's chunk kernels (64 for chunks
+/// longer than 2^10, else 32): the one place the run-time plan picks a kernel instantiation.
 template <class F>
 void with_chunk_elems(const SrhtPlan& p, F&& f) {
-  if (p.chunk.log2_elems > 4) {
-    f(std::integral_constant<int, 32>{});
+  if (p.chunk.log2_elems > 5) {
+    f(std::integral_constant<int, 64>{});
   } else {
-    f(std::integral_constant<int, 16>{});
+    f(std::integral_constant<int, 32>{});
   }
 }
 
@@ -178,9 +185,10 @@ void for_each_srht_chunk_kernel(const SrhtPlan& p, F&& f) {
   });
 }
 
-/// Grid of a chunk kernel over `rows` rows: one block per (row, chunk), grid-stride beyond 2^16 blocks.
+/// Grid of a chunk kernel over `rows` rows: one block per 2^chunk.log2_rows (row, chunk) tasks, grid-stride beyond
+/// 2^16 blocks.
 inline unsigned srht_chunk_blocks(const SrhtPlan& p, index_t rows) {
-  return static_cast<unsigned>(std::min<index_t>(srht_chunk_tasks(p, rows), index_t{1} << 16));
+  return static_cast<unsigned>(std::min<index_t>(srht_chunk_blocks_needed(p, rows), index_t{1} << 16));
 }
 
 /// Grid of a register pass over `rows` rows: 256 threads per block, grid-stride beyond 2^16 blocks.
@@ -193,7 +201,7 @@ inline Launch1d srht_register_launch(const SrhtPlan& p, index_t rows) {
 template <class Scalar>
 void enqueue_srht_sketch(const SrhtRows& d, float* scratch, index_t scratch_rows, MatrixView<const Scalar> x,
                          MatrixView<Scalar> z, cudaStream_t stream) {
-  const unsigned threads = 1u << d.plan.chunk.log2_threads;
+  const unsigned threads = static_cast<unsigned>(fwht_block_threads(d.plan.chunk));
   const std::size_t smem = fwht_shared_bytes(d.plan.chunk);
   with_chunk_elems(d.plan, [&](auto elems) {
     constexpr int kElems = decltype(elems)::value;
@@ -227,7 +235,7 @@ void enqueue_srht_sketch(const SrhtRows& d, float* scratch, index_t scratch_rows
 template <class Scalar>
 void enqueue_srht_unsketch(const SrhtRows& d, float* scratch, index_t scratch_rows, MatrixView<const Scalar> g,
                            MatrixView<Scalar> out, float alpha, float beta, cudaStream_t stream) {
-  const unsigned threads = 1u << d.plan.chunk.log2_threads;
+  const unsigned threads = static_cast<unsigned>(fwht_block_threads(d.plan.chunk));
   const std::size_t smem = fwht_shared_bytes(d.plan.chunk);
   with_chunk_elems(d.plan, [&](auto elems) {
     constexpr int kElems = decltype(elems)::value;

@@ -16,6 +16,7 @@
 #include "compact/cuda/backend.cuh"
 #include "compact/cuda/compressed_grad.cuh"
 #include "compact/cuda/dense_projector.cuh"
+#include "compact/cuda/materialized_p.cuh"
 #include "compact/cuda/srht_projector.cuh"
 
 namespace compact {
