@@ -2,7 +2,20 @@
 #pragma once
 /// Eigen glue for the CPU backend: RowMatrix, mapping a MatrixView, and the thread partition helper.
 
+// GCC 12 reports a false positive inside Eigen's AVX-512 kernels (`__Y may be used uninitialized` at -O3, `__Y is used
+// uninitialized` at -O2, in avx512fintrin.h inlined from Eigen's GEMM packing; GCC bug 105593) whenever AVX-512 is
+// enabled, e.g. by -march=native on an AVX-512 machine. The warning is silenced for the lines of Eigen's headers only:
+// GCC applies a diagnostic pragma to every location of an inlining chain, so code outside this region (the library's
+// and the user's) keeps the warning.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
 #include <Eigen/Core>
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 
 #include "compact/config.hpp"
 #include "compact/core/view.hpp"
