@@ -72,6 +72,12 @@ inline void check_memory_options(const char* fn, const MemoryOptions& o) {
   COMPACT_REQUIRE(o.state_bytes >= 1, fn << ": options.state_bytes = " << o.state_bytes << " must be >= 1");
 }
 inline std::uint64_t u64(index_t v) { return static_cast<std::uint64_t>(v); }
+/// f[0] * f[1] * f[2] * f[3] (each >= 0) in uint64, or compact::error naming `what`.
+inline std::uint64_t checked_product_u64(const char* fn, const char* what, const index_t (&f)[4]) {
+  std::uint64_t p = u64(f[0]);
+  for (int t = 1; t < 4; ++t) p = checked_mul_u64(fn, what, p, u64(f[t]));
+  return p;
+}
 }  // namespace detail
 
 /// Memory of one group of sibling linears:
@@ -91,25 +97,18 @@ inline MemoryBreakdown linear_group_memory(const LinearGroup& g, const MemoryOpt
   COMPACT_REQUIRE(g.rank >= 0 && g.rank <= g.in_features,
                   fn << ": group.rank = " << g.rank << " must satisfy 0 <= rank <= in_features = " << g.in_features
                      << " (0 = not compressed)");
-  using detail::checked_mul_u64;
-  using detail::u64;
   const bool compressed = g.rank > 0;
   const index_t k = compressed ? g.rank : g.in_features;
   const index_t stored_copies = compressed && options.sharing == SketchSharing::kPerLayer ? g.siblings : 1;
-  const auto product = [fn](const char* what, const index_t(&f)[4]) {
-    std::uint64_t p = u64(f[0]);
-    for (int t = 1; t < 4; ++t) p = checked_mul_u64(fn, what, p, u64(f[t]));
-    return p;
-  };
   MemoryBreakdown b;
-  b.activations = product("activations (copies * tokens * k * activation_bytes)",
-                          {stored_copies, options.tokens, k, options.activation_bytes});
-  b.gradients = product("gradients (siblings * out_features * k * state_bytes)",
-                        {g.siblings, g.out_features, k, options.state_bytes});
+  b.activations = detail::checked_product_u64(fn, "activations (copies * tokens * k * activation_bytes)",
+                                              {stored_copies, options.tokens, k, options.activation_bytes});
+  b.gradients = detail::checked_product_u64(fn, "gradients (siblings * out_features * k * state_bytes)",
+                                            {g.siblings, g.out_features, k, options.state_bytes});
   const std::uint64_t moments = options.optimizer == OptimizerKind::kAdamW         ? 2
                                 : options.optimizer == OptimizerKind::kSgdMomentum ? 1
                                                                                    : 0;
-  b.optimizer = checked_mul_u64(fn, "optimizer (moments * gradients)", moments, b.gradients);
+  b.optimizer = detail::checked_mul_u64(fn, "optimizer (moments * gradients)", moments, b.gradients);
   return b;
 }
 
