@@ -4,7 +4,9 @@
 
 #include <compact/core/memory.hpp>
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 using compact::LinearGroup;
 using compact::MemoryOptions;
@@ -82,4 +84,30 @@ TEST_CASE("the memory estimator refuses bad shapes with messages naming the fiel
   CHECK(message({8, 8, 1, 0}, o).empty());
   CHECK_THROWS_WITH_AS(compact::decoder_linear_groups(compact::DecoderShape{128, 352, 2, 100}, 256),
                        doctest::Contains("rank_divisor = 256"), compact::error);
+}
+
+TEST_CASE("the memory estimator refuses products and sums beyond 64 bits instead of wrapping") {
+  // 2^40 tokens x 2^20 features x 2^10 bytes = 2^70 bytes: the old uint64 product wrapped to 0.
+  const MemoryOptions huge{compact::index_t{1} << 40, compact::index_t{1} << 10, 4, SketchSharing::kShared,
+                           OptimizerKind::kAdamW};
+  CHECK_THROWS_WITH_AS(compact::linear_group_memory(LinearGroup{compact::index_t{1} << 20, 8, 1, 0}, huge),
+                       doctest::Contains("activations (copies * tokens * k * activation_bytes)"), compact::error);
+  // Gradients 2^62 bytes and AdamW's two moments (2^63) fit.
+  const MemoryOptions state{1, 1, 1 << 2, SketchSharing::kShared, OptimizerKind::kAdamW};
+  const LinearGroup big{compact::index_t{1} << 30, compact::index_t{1} << 30, 1, 0};
+  const compact::MemoryBreakdown b = compact::linear_group_memory(big, state);
+  CHECK(b.gradients == std::uint64_t{1} << 62);
+  CHECK(b.optimizer == std::uint64_t{1} << 63);
+  CHECK(b.total() == (std::uint64_t{1} << 63) + (std::uint64_t{1} << 62) + (std::uint64_t{1} << 30));
+  compact::MemoryBreakdown wraps;
+  wraps.activations = std::uint64_t{1} << 63;
+  wraps.optimizer = std::uint64_t{1} << 63;
+  CHECK_THROWS_WITH_AS((void)wraps.total(), doctest::Contains("MemoryBreakdown::total"), compact::error);
+  // Three siblings: the moments are 2 * 3 * 2^62 bytes.
+  CHECK_THROWS_WITH_AS(compact::linear_group_memory(LinearGroup{big.in_features, big.out_features, 3, 0}, state),
+                       doctest::Contains("optimizer (moments * gradients)"), compact::error);
+  // Summing groups: 2^63 + 2^63 wraps.
+  const MemoryOptions sgd{1, 1, 8, SketchSharing::kShared, OptimizerKind::kSgd};
+  const std::vector<LinearGroup> two(2, big);
+  CHECK_THROWS_WITH_AS(compact::model_memory(two, sgd), doctest::Contains("gradients"), compact::error);
 }

@@ -119,3 +119,47 @@ TEST_CASE("compressed_grad accumulates micro-batches with beta = 1 and overwrite
   compact::compressed_grad<double>(compact::RowMatrix<double>(0, 5), compact::RowMatrix<double>(0, 3), g, 0.0);
   CHECK(g.cwiseAbs().maxCoeff() == 0.0);
 }
+
+TEST_CASE_TEMPLATE("views whose span overflows are refused before anything is written", Dist, compact::Gaussian,
+                   compact::Rademacher, compact::Srht) {
+  const index_t n = 20, r = 6;
+  const compact::Projector<compact::Cpu, Dist, float> proj(n, r, kState);
+  std::vector<float> x(4 * n, 1.0f), z(4 * r, -7.0f), g(4 * r, 1.0f), out(4 * n, -7.0f);
+  const auto sketch = [&](MatrixView<const float> xv, MatrixView<float> zv) {
+    return error_of([&] { proj.sketch(xv, zv); });
+  };
+  const index_t huge = index_t{1} << 62;
+  // rows = 2^62: the old extent computation wrapped and the call wrote out of bounds.
+  CHECK(contains(sketch({x.data(), huge, n}, {z.data(), huge, r}),
+                 "argument x with rows = 4611686018427387904, cols = 20, row_stride = 20 spans"));
+  // row_stride = 2^62: rows aliased through wrap-around and the call returned normally.
+  CHECK(contains(sketch({x.data(), 3, n, huge}, {z.data(), 3, r}), "argument x with rows = 3"));
+  CHECK(contains(sketch({x.data(), 3, n}, {z.data(), 3, r, huge}), "argument z with rows = 3"));
+  for (float v : z) CHECK(v == -7.0f);
+  const auto unsketch = [&](MatrixView<const float> gv, MatrixView<float> ov) {
+    return error_of([&] { proj.unsketch_grad(gv, ov, 1.0f, 1.0f); });
+  };
+  CHECK(contains(unsketch({g.data(), 3, r, huge}, {out.data(), 3, n}), "argument g with rows = 3"));
+  CHECK(contains(unsketch({g.data(), 3, r}, {out.data(), 3, n, huge / 2}), "argument out with rows = 3"));
+  for (float v : out) CHECK(v == -7.0f);
+  std::vector<float> p(n * r, -7.0f);
+  CHECK(contains(error_of([&] { proj.materialize(MatrixView<float>(p.data(), n, r, huge)); }), "argument p with"));
+  for (float v : p) CHECK(v == -7.0f);
+}
+
+TEST_CASE("results that cannot exist are refused with compact::error, not std::bad_alloc") {
+  using G = compact::Projector<compact::Cpu, compact::Gaussian, float>;
+  // n * r at kMaxDim overflows the index type.
+  CHECK(contains(error_of([] { (void)G(compact::kMaxDim, compact::kMaxDim, kState).materialize(); }),
+                 "Projector::materialize: P = 4294967293 * 4294967293"));
+  // 2^32 x 2^20 floats = 2^54 bytes: beyond every x86-64 address space, so the allocation itself fails.
+  CHECK(contains(error_of([] { (void)G(compact::kMaxDim, index_t{1} << 20, kState).materialize(); }),
+                 "Projector::materialize: cannot allocate P"));
+  // unsketch_grad's Eigen convenience returns m x n: 2^40 x 2^20 doubles cannot be allocated. The view of g is
+  // checked (its span fits) but never read: the result is allocated first.
+  const compact::Projector<compact::Cpu, compact::Rademacher, double> wide(index_t{1} << 20, 4, kState);
+  double dummy[4] = {};
+  const Eigen::Map<const compact::RowMatrix<double>> g(dummy, index_t{1} << 40, 4);
+  CHECK(
+      contains(error_of([&] { (void)wide.unsketch_grad(g); }), "Projector::unsketch_grad: cannot allocate the result"));
+}

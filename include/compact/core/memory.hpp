@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "compact/config.hpp"
+#include "compact/core/checked_size.hpp"
 
 namespace compact {
 
@@ -39,17 +40,26 @@ struct MemoryOptions {
 };
 
 /// Bytes by kind. `activations` counts only the inputs saved for the weight gradients of linear layers (x or z),
-/// `gradients` the weight-gradient buffers (m x n, or m x r compressed), `optimizer` the moments.
+/// `gradients` the weight-gradient buffers (m x n, or m x r compressed), `optimizer` the moments. Every sum is
+/// checked: a total beyond 2^64 - 1 bytes throws compact::error instead of wrapping.
 struct MemoryBreakdown {
   std::uint64_t activations = 0;
   std::uint64_t gradients = 0;
   std::uint64_t optimizer = 0;
 
-  std::uint64_t total() const { return activations + gradients + optimizer; }
+  std::uint64_t total() const {
+    constexpr const char* fn = "MemoryBreakdown::total";
+    return detail::checked_add_u64(fn, "activations + gradients + optimizer",
+                                   detail::checked_add_u64(fn, "activations + gradients", activations, gradients),
+                                   optimizer);
+  }
   MemoryBreakdown& operator+=(const MemoryBreakdown& o) {
-    activations += o.activations;
-    gradients += o.gradients;
-    optimizer += o.optimizer;
+    constexpr const char* fn = "MemoryBreakdown::operator+=";
+    const std::uint64_t a = detail::checked_add_u64(fn, "activations", activations, o.activations);
+    const std::uint64_t g = detail::checked_add_u64(fn, "gradients", gradients, o.gradients);
+    optimizer = detail::checked_add_u64(fn, "optimizer", optimizer, o.optimizer);
+    activations = a;
+    gradients = g;
     return *this;
   }
 };
@@ -62,6 +72,12 @@ inline void check_memory_options(const char* fn, const MemoryOptions& o) {
   COMPACT_REQUIRE(o.state_bytes >= 1, fn << ": options.state_bytes = " << o.state_bytes << " must be >= 1");
 }
 inline std::uint64_t u64(index_t v) { return static_cast<std::uint64_t>(v); }
+/// f[0] * f[1] * f[2] * f[3] (each >= 0) in uint64, or compact::error naming `what`.
+inline std::uint64_t checked_product_u64(const char* fn, const char* what, const index_t (&f)[4]) {
+  std::uint64_t p = u64(f[0]);
+  for (int t = 1; t < 4; ++t) p = checked_mul_u64(fn, what, p, u64(f[t]));
+  return p;
+}
 }  // namespace detail
 
 /// Memory of one group of sibling linears:
@@ -71,7 +87,7 @@ inline std::uint64_t u64(index_t v) { return static_cast<std::uint64_t>(v); }
 ///   gradients   = siblings·m·k·s with k = n (rank 0) or r (CompAct: Ĝ = dyᵀz is m x r)
 ///   optimizer   = 2·gradients (AdamW: M, V), 1·gradients (SGD with momentum), 0 (SGD)
 /// where a = options.activation_bytes, s = options.state_bytes. Throws compact::error on negative or inconsistent
-/// sizes (naming the field).
+/// sizes (naming the field) and when a product overflows 64 bits (naming the product and its factors).
 inline MemoryBreakdown linear_group_memory(const LinearGroup& g, const MemoryOptions& options) {
   constexpr const char* fn = "linear_group_memory";
   detail::check_memory_options(fn, options);
@@ -81,17 +97,18 @@ inline MemoryBreakdown linear_group_memory(const LinearGroup& g, const MemoryOpt
   COMPACT_REQUIRE(g.rank >= 0 && g.rank <= g.in_features,
                   fn << ": group.rank = " << g.rank << " must satisfy 0 <= rank <= in_features = " << g.in_features
                      << " (0 = not compressed)");
-  using detail::u64;
   const bool compressed = g.rank > 0;
   const index_t k = compressed ? g.rank : g.in_features;
   const index_t stored_copies = compressed && options.sharing == SketchSharing::kPerLayer ? g.siblings : 1;
   MemoryBreakdown b;
-  b.activations = u64(stored_copies) * u64(options.tokens) * u64(k) * u64(options.activation_bytes);
-  b.gradients = u64(g.siblings) * u64(g.out_features) * u64(k) * u64(options.state_bytes);
+  b.activations = detail::checked_product_u64(fn, "activations (copies * tokens * k * activation_bytes)",
+                                              {stored_copies, options.tokens, k, options.activation_bytes});
+  b.gradients = detail::checked_product_u64(fn, "gradients (siblings * out_features * k * state_bytes)",
+                                            {g.siblings, g.out_features, k, options.state_bytes});
   const std::uint64_t moments = options.optimizer == OptimizerKind::kAdamW         ? 2
                                 : options.optimizer == OptimizerKind::kSgdMomentum ? 1
                                                                                    : 0;
-  b.optimizer = moments * b.gradients;
+  b.optimizer = detail::checked_mul_u64(fn, "optimizer (moments * gradients)", moments, b.gradients);
   return b;
 }
 

@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "compact/config.hpp"
+#include "compact/core/checked_size.hpp"
 
 namespace compact {
 
@@ -40,9 +41,31 @@ MatrixView<T> make_view(T* data, index_t rows, index_t cols) {
 
 namespace detail {
 
+/// The elements a view spans, from data to one past its last element: (rows - 1) * row_stride + cols, 0 for an empty
+/// view. Returns false when that count, its byte count or the address range data + bytes overflows (then the view
+/// cannot describe real memory) or the shape is malformed (negative sizes, row_stride < cols).
+template <class T>
+inline bool view_span(const MatrixView<T>& v, index_t* elements) {
+  if (v.rows < 0 || v.cols < 0 || v.row_stride < v.cols) return false;
+  if (v.empty()) {
+    *elements = 0;
+    return true;
+  }
+  index_t span = 0;
+  if (!mul_fits(v.rows - 1, v.row_stride, &span) || !add_fits(span, v.cols, &span)) return false;
+  constexpr index_t kMaxElements = kIndexMax / index_t{sizeof(T)};
+  if (span > kMaxElements) return false;
+  const std::uintptr_t first = reinterpret_cast<std::uintptr_t>(v.data);
+  const std::uintptr_t bytes = static_cast<std::uintptr_t>(span) * sizeof(T);
+  if (first > ~std::uintptr_t{0} - bytes) return false;
+  *elements = span;
+  return true;
+}
+
 /// Checks that `v` is a well-formed view named `name` in function `fn`: non-negative sizes, row_stride >= cols,
-/// data non-null when it holds elements. `rows`/`cols` < 0 mean "any"; otherwise they must match exactly and
-/// `rows_name`/`cols_name` say which quantity they are (e.g. "n").
+/// data non-null when it holds elements, and a span (rows - 1) * row_stride + cols whose bytes fit in the address
+/// space from data on (so rows never alias through wrap-around). `rows`/`cols` < 0 mean "any"; otherwise they must
+/// match exactly and `rows_name`/`cols_name` say which quantity they are (e.g. "n").
 template <class T>
 inline void check_view(const char* fn, const char* name, const MatrixView<T>& v, index_t rows, const char* rows_what,
                        index_t cols, const char* cols_what) {
@@ -52,13 +75,19 @@ inline void check_view(const char* fn, const char* name, const MatrixView<T>& v,
                   fn << ": argument " << name << " has row_stride = " << v.row_stride << " < cols = " << v.cols);
   COMPACT_REQUIRE(v.data != nullptr || v.rows == 0 || v.cols == 0,
                   fn << ": argument " << name << " is null with shape " << v.rows << " x " << v.cols);
+  index_t span = 0;
+  COMPACT_REQUIRE(view_span(v, &span), fn << ": argument " << name << " with rows = " << v.rows << ", cols = " << v.cols
+                                          << ", row_stride = " << v.row_stride
+                                          << " spans (rows - 1) * row_stride + cols elements of " << sizeof(T)
+                                          << " bytes beyond the address space");
   COMPACT_REQUIRE(rows < 0 || v.rows == rows,
                   fn << ": argument " << name << " has " << v.rows << " rows, expected " << rows_what << " = " << rows);
   COMPACT_REQUIRE(cols < 0 || v.cols == cols, fn << ": argument " << name << " has " << v.cols << " columns, expected "
                                                  << cols_what << " = " << cols);
 }
 
-/// Byte range [first, last) that a view touches (empty views touch nothing).
+/// Byte range [first, last) that a view touches (empty views touch nothing). A view whose span overflows (refused by
+/// check_view) is taken to touch everything from data on, so it can never pass an overlap check.
 template <class T>
 inline void view_extent(const MatrixView<T>& v, std::uintptr_t* first, std::uintptr_t* last) {
   if (v.empty()) {
@@ -66,7 +95,8 @@ inline void view_extent(const MatrixView<T>& v, std::uintptr_t* first, std::uint
     return;
   }
   *first = reinterpret_cast<std::uintptr_t>(v.data);
-  *last = reinterpret_cast<std::uintptr_t>(v.data + (v.rows - 1) * v.row_stride + v.cols);
+  index_t span = 0;
+  *last = view_span(v, &span) ? *first + static_cast<std::uintptr_t>(span) * sizeof(T) : ~std::uintptr_t{0};
 }
 
 /// Refuses an output view whose memory overlaps an input view (the result would depend on evaluation order).

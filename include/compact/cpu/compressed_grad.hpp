@@ -55,7 +55,7 @@ void compressed_grad(const Eigen::Ref<const RowMatrix<Scalar>>& dy, const Eigen:
 template <class Scalar>
 RowMatrix<Scalar> compressed_grad(const Eigen::Ref<const RowMatrix<Scalar>>& dy,
                                   const Eigen::Ref<const RowMatrix<Scalar>>& z) {
-  RowMatrix<Scalar> g(dy.cols(), z.cols());
+  RowMatrix<Scalar> g = detail::make_matrix<Scalar>("compressed_grad", "the result g", dy.cols(), z.cols());
   compressed_grad<Scalar>(dy, z, g, Scalar(0));
   return g;
 }

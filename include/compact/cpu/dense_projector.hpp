@@ -3,11 +3,13 @@
 /// Projector<Cpu, Gaussian|Rademacher, float|double>: dense P generated panel by panel and fed to the GEMM.
 
 #include <algorithm>
+#include <climits>
 #include <memory>
 #include <type_traits>
 #include <vector>
 
 #include "compact/config.hpp"
+#include "compact/core/checked_size.hpp"
 #include "compact/core/entries.hpp"
 #include "compact/core/projector_fwd.hpp"
 #include "compact/core/state.hpp"
@@ -27,11 +29,13 @@ inline void check_dims(const char* fn, index_t n, index_t r) {
 
 /// Dense CPU projector shared by Gaussian and Rademacher.
 ///
-/// Class invariant: 1 <= r <= n <= kMaxDim. P is never held whole unless it is small: `sketch` generates column
-/// panels of P (n x w, w = panel_width()) and `unsketch_grad` row panels (h x r, h = panel_height()), each with
-/// all threads (a pure function of (i, j), so the bits never depend on the partition), then multiplies by it.
-/// Scratch: one panel, at most max(kPanelEntries, kPanelMin * max(n, r)) Scalars per call (16 MiB for float,
-/// 32 MiB for double; e.g. n = 4096, r = 1024 generates P in one panel), independent of the thread count.
+/// Class invariant: 1 <= r <= n <= kMaxDim, panel_entries >= 1. P is never held whole unless it is small: `sketch`
+/// generates column panels of P (n x w, w = panel_width()) and `unsketch_grad` row panels (h x r, h =
+/// panel_height()), each with all threads (a pure function of (i, j), so the bits never depend on the partition),
+/// then multiplies by it. Scratch: one panel, at most max(panel_entries, kPanelMin * max(n, r)) Scalars per call
+/// (by default 16 MiB for float, 32 MiB for double; a P of at most panel_entries entries, e.g. n = 4096,
+/// r = 1024, is one panel), independent of the thread count; allocated per call, or lent by the caller
+/// (CpuScratch overloads, scratch_bytes()).
 /// GEMM: a fixed grid of output tiles per panel (a function of the shape only, see tile_grid), one single-threaded
 /// GEMM per tile on the OpenMP team: Eigen's, or CBLAS's with COMPACT_USE_BLAS (cpu/blas.hpp). Every output
 /// element is therefore computed by the same GEMM call whatever the team size: the result is bitwise independent of
@@ -42,7 +46,7 @@ class DenseCpuProjector {
                 "compact::Projector<Cpu, Dist, Scalar>: Scalar must be float or double on the CPU");
 
  public:
-  /// Entries of P per generated panel (the scratch bound, unless kPanelMin * max(n, r) is larger).
+  /// Default entries of P per generated panel (the scratch bound, unless kPanelMin * max(n, r) is larger).
   static constexpr index_t kPanelEntries = index_t{1} << 22;
   /// Granularity of panel widths and heights, and the narrowest panel; a multiple of both block widths.
   static constexpr index_t kPanelMin = 128;
@@ -54,13 +58,28 @@ class DenseCpuProjector {
   static constexpr index_t kMinTiles = 4;
   static constexpr index_t kTileMin = 64;
 
-  /// Columns of P per sketch panel: the most multiples of kPanelMin with n * w <= kPanelEntries, capped at r.
+  /// Columns of P per sketch panel: r when n * r <= panel_entries(), else the most multiples of kPanelMin with
+  /// n * w <= panel_entries() (at least kPanelMin), capped at r.
   index_t panel_width() const { return panel_extent(n_, r_); }
-  /// Rows of P per unsketch_grad panel: the most multiples of kPanelMin with h * r <= kPanelEntries, capped at n.
+  /// Rows of P per unsketch_grad panel: n when h * r <= panel_entries(), else the most multiples of kPanelMin with
+  /// h * r <= panel_entries() (at least kPanelMin), capped at n.
   index_t panel_height() const { return panel_extent(r_, n_); }
+  /// The panel budget in entries of P (kPanelEntries unless the constructor was given another).
+  index_t panel_entries() const { return panel_entries_; }
 
-  DenseCpuProjector(index_t n, index_t r, SketchState state) : n_(n), r_(r), state_(state) {
+  /// P of (state, n, r); requires 1 <= r <= n <= kMaxDim. `panel_entries` (>= 1) bounds the panels of P that
+  /// sketch and unsketch_grad generate (see panel_width()); the default suits every shape, a smaller one trades
+  /// speed for scratch memory (and lets tests reach the multi-panel path with small matrices). The result does not
+  /// depend on it beyond GEMM rounding; P itself (materialize) does not depend on it at all.
+  DenseCpuProjector(index_t n, index_t r, SketchState state, index_t panel_entries = kPanelEntries)
+      : n_(n), r_(r), state_(state), panel_entries_(panel_entries) {
     check_dims("Projector", n, r);
+    COMPACT_REQUIRE(panel_entries >= 1, "Projector: argument panel_entries = " << panel_entries << " must be >= 1");
+    if constexpr (kUseBlas) {
+      COMPACT_REQUIRE(n <= index_t{INT_MAX}, "Projector: input dimension n = "
+                                                 << n << " exceeds " << INT_MAX
+                                                 << ", the largest GEMM size of the 32-bit BLAS (COMPACT_USE_BLAS)");
+    }
     params_ = entry_params(state_, r_);
   }
 
@@ -68,45 +87,54 @@ class DenseCpuProjector {
   index_t rank() const { return r_; }
   SketchState state() const { return state_; }
 
-  /// z = x P. x: B x n, z: B x r (row-major, any row strides, z must not overlap x).
+  /// Bytes of scratch that sketch or unsketch_grad uses (one panel of P, whatever the number of rows): the size of
+  /// a CpuScratch for the overloads that take one.
+  std::size_t scratch_bytes(index_t rows = 0) const {
+    (void)rows;
+    return static_cast<std::size_t>(std::max(n_ * panel_width(), panel_height() * r_)) * sizeof(Scalar);
+  }
+
+  /// z = x P. x: B x n, z: B x r (row-major, any row strides, z must not overlap x). Allocates one panel of P
+  /// (compact::error when memory runs out, before anything is written).
   void sketch(MatrixView<const Scalar> x, MatrixView<Scalar> z) const {
     check_sketch_args(x, z, n_, r_);
+    check_gemm_stride("Projector::sketch", "x", x);
+    check_gemm_stride("Projector::sketch", "z", z);
     if (x.rows == 0) return;
-    const index_t b = x.rows, width = panel_width();
-    const std::unique_ptr<Scalar[]> panel(new Scalar[static_cast<std::size_t>(n_ * width)]);  // uninitialized
-    const SerialBlasScope serial_blas;
-    for (index_t j0 = 0; j0 < r_; j0 += width) {
-      const index_t w = std::min(width, r_ - j0);
-      generate_parallel(0, n_, j0, j0 + w, panel.get(), w);
-      const TileGrid grid = tile_grid(b, w);
-      parallel_tasks(grid.count(), 2.0 * double(b) * double(n_) * double(w), [&](index_t t, int) {
-        const index_t i0 = (t / grid.col_tiles) * grid.tile_rows, c0 = (t % grid.col_tiles) * grid.tile_cols;
-        const index_t th = std::min(grid.tile_rows, b - i0), tw = std::min(grid.tile_cols, w - c0);
-        serial_gemm<Scalar>(th, tw, n_, Scalar(1), x.data + i0 * x.row_stride, x.row_stride, panel.get() + c0, w, false,
-                            Scalar(0), z.data + i0 * z.row_stride + j0 + c0, z.row_stride);
-      });
-    }
+    const ScratchBuffer panel("Projector::sketch", "a panel of P", sizeof(Scalar) * std::size_t(n_ * panel_width()));
+    sketch_unchecked(x, z, static_cast<Scalar*>(panel.data()));
+  }
+  /// sketch with the caller's scratch (at least scratch_bytes(x.rows) bytes): allocates nothing.
+  void sketch(MatrixView<const Scalar> x, MatrixView<Scalar> z, CpuScratch scratch) const {
+    check_sketch_args(x, z, n_, r_);
+    check_gemm_stride("Projector::sketch", "x", x);
+    check_gemm_stride("Projector::sketch", "z", z);
+    check_scratch<Scalar>("Projector::sketch", scratch, scratch_bytes(x.rows));
+    if (x.rows == 0) return;
+    sketch_unchecked(x, z, static_cast<Scalar*>(scratch.data));
   }
 
   /// out = alpha g P^T + beta out. g: m x r, out: m x n. With beta = 0, out is written without being read.
+  /// Allocates one panel of P (compact::error when memory runs out, before anything is written).
   void unsketch_grad(MatrixView<const Scalar> g, MatrixView<Scalar> out, Scalar alpha = Scalar(1),
                      Scalar beta = Scalar(0)) const {
     check_unsketch_args(g, out, n_, r_);
+    check_gemm_stride("Projector::unsketch_grad", "g", g);
+    check_gemm_stride("Projector::unsketch_grad", "out", out);
     if (g.rows == 0) return;
-    const index_t m = g.rows, height = panel_height();
-    const std::unique_ptr<Scalar[]> panel(new Scalar[static_cast<std::size_t>(height * r_)]);  // uninitialized
-    const SerialBlasScope serial_blas;
-    for (index_t i0 = 0; i0 < n_; i0 += height) {
-      const index_t h = std::min(height, n_ - i0);
-      generate_parallel(i0, i0 + h, 0, r_, panel.get(), r_);
-      const TileGrid grid = tile_grid(m, h);
-      parallel_tasks(grid.count(), 2.0 * double(m) * double(h) * double(r_), [&](index_t t, int) {
-        const index_t a0 = (t / grid.col_tiles) * grid.tile_rows, c0 = (t % grid.col_tiles) * grid.tile_cols;
-        const index_t th = std::min(grid.tile_rows, m - a0), tw = std::min(grid.tile_cols, h - c0);
-        serial_gemm<Scalar>(th, tw, r_, alpha, g.data + a0 * g.row_stride, g.row_stride, panel.get() + c0 * r_, r_,
-                            true, beta, out.data + a0 * out.row_stride + i0 + c0, out.row_stride);
-      });
-    }
+    const ScratchBuffer panel("Projector::unsketch_grad", "a panel of P",
+                              sizeof(Scalar) * std::size_t(panel_height() * r_));
+    unsketch_unchecked(g, out, alpha, beta, static_cast<Scalar*>(panel.data()));
+  }
+  /// unsketch_grad with the caller's scratch (at least scratch_bytes(g.rows) bytes): allocates nothing.
+  void unsketch_grad(MatrixView<const Scalar> g, MatrixView<Scalar> out, Scalar alpha, Scalar beta,
+                     CpuScratch scratch) const {
+    check_unsketch_args(g, out, n_, r_);
+    check_gemm_stride("Projector::unsketch_grad", "g", g);
+    check_gemm_stride("Projector::unsketch_grad", "out", out);
+    check_scratch<Scalar>("Projector::unsketch_grad", scratch, scratch_bytes(g.rows));
+    if (g.rows == 0) return;
+    unsketch_unchecked(g, out, alpha, beta, static_cast<Scalar*>(scratch.data));
   }
 
   /// p = P (n x r).
@@ -117,14 +145,14 @@ class DenseCpuProjector {
 
   // Eigen conveniences.
   RowMatrix<Scalar> sketch(const Eigen::Ref<const RowMatrix<Scalar>>& x) const {
-    RowMatrix<Scalar> z(x.rows(), r_);
     check_view("Projector::sketch", "x", as_view<Scalar>(x), -1, "", n_, "n");
+    RowMatrix<Scalar> z = make_matrix<Scalar>("Projector::sketch", "the result z", x.rows(), r_);
     sketch(as_view<Scalar>(x), as_mutable_view<Scalar>(z));
     return z;
   }
   RowMatrix<Scalar> unsketch_grad(const Eigen::Ref<const RowMatrix<Scalar>>& g) const {
     check_view("Projector::unsketch_grad", "g", as_view<Scalar>(g), -1, "", r_, "r");
-    RowMatrix<Scalar> out(g.rows(), n_);
+    RowMatrix<Scalar> out = make_matrix<Scalar>("Projector::unsketch_grad", "the result", g.rows(), n_);
     unsketch_grad(as_view<Scalar>(g), as_mutable_view<Scalar>(out), Scalar(1), Scalar(0));
     return out;
   }
@@ -133,12 +161,47 @@ class DenseCpuProjector {
     unsketch_grad(as_view<Scalar>(g), as_mutable_view<Scalar>(out), alpha, beta);
   }
   RowMatrix<Scalar> materialize() const {
-    RowMatrix<Scalar> p(n_, r_);
+    RowMatrix<Scalar> p = make_matrix<Scalar>("Projector::materialize", "P", n_, r_);
     materialize(as_mutable_view<Scalar>(p));
     return p;
   }
 
  private:
+  /// sketch after the checks: column panels of P into `panel` (n x panel_width()), one GEMM grid per panel.
+  void sketch_unchecked(const MatrixView<const Scalar>& x, const MatrixView<Scalar>& z, Scalar* panel) const {
+    const index_t b = x.rows, width = panel_width();
+    const SerialBlasScope serial_blas;
+    for (index_t j0 = 0; j0 < r_; j0 += width) {
+      const index_t w = std::min(width, r_ - j0);
+      generate_parallel(0, n_, j0, j0 + w, panel, w);
+      const TileGrid grid = tile_grid(b, w);
+      parallel_tasks(grid.count(), 2.0 * double(b) * double(n_) * double(w), [&](index_t t, int) {
+        const index_t i0 = (t / grid.col_tiles) * grid.tile_rows, c0 = (t % grid.col_tiles) * grid.tile_cols;
+        const index_t th = std::min(grid.tile_rows, b - i0), tw = std::min(grid.tile_cols, w - c0);
+        serial_gemm<Scalar>(th, tw, n_, Scalar(1), x.data + i0 * x.row_stride, x.row_stride, panel + c0, w, false,
+                            Scalar(0), z.data + i0 * z.row_stride + j0 + c0, z.row_stride);
+      });
+    }
+  }
+
+  /// unsketch_grad after the checks: row panels of P into `panel` (panel_height() x r), one GEMM grid per panel.
+  void unsketch_unchecked(const MatrixView<const Scalar>& g, const MatrixView<Scalar>& out, Scalar alpha, Scalar beta,
+                          Scalar* panel) const {
+    const index_t m = g.rows, height = panel_height();
+    const SerialBlasScope serial_blas;
+    for (index_t i0 = 0; i0 < n_; i0 += height) {
+      const index_t h = std::min(height, n_ - i0);
+      generate_parallel(i0, i0 + h, 0, r_, panel, r_);
+      const TileGrid grid = tile_grid(m, h);
+      parallel_tasks(grid.count(), 2.0 * double(m) * double(h) * double(r_), [&](index_t t, int) {
+        const index_t a0 = (t / grid.col_tiles) * grid.tile_rows, c0 = (t % grid.col_tiles) * grid.tile_cols;
+        const index_t th = std::min(grid.tile_rows, m - a0), tw = std::min(grid.tile_cols, h - c0);
+        serial_gemm<Scalar>(th, tw, r_, alpha, g.data + a0 * g.row_stride, g.row_stride, panel + c0 * r_, r_, true,
+                            beta, out.data + a0 * out.row_stride + i0 + c0, out.row_stride);
+      });
+    }
+  }
+
   /// P[i0:i1, j0:j1] into out (leading dimension ld), in fp32 converted to Scalar, rows split over the team.
   void generate_parallel(index_t i0, index_t i1, index_t j0, index_t j1, Scalar* out, index_t ld) const {
     const index_t tasks = (i1 - i0 + kGenerateRows - 1) / kGenerateRows;
@@ -173,15 +236,33 @@ class DenseCpuProjector {
     return g;
   }
 
-  /// The panel extent along `along` (capped there) for panels that span `across`: see panel_width().
-  static index_t panel_extent(index_t across, index_t along) {
-    const index_t fit = std::max(kPanelMin, (kPanelEntries / across) / kPanelMin * kPanelMin);
+  /// With COMPACT_USE_BLAS the GEMM takes 32-bit leading dimensions: refuse a larger row stride before any write
+  /// (a check inside the thread team could not report it).
+  template <class T>
+  static void check_gemm_stride(const char* fn, const char* name, const MatrixView<T>& v) {
+    if constexpr (kUseBlas) {
+      COMPACT_REQUIRE(v.row_stride <= index_t{INT_MAX}, fn << ": argument " << name
+                                                           << " has row_stride = " << v.row_stride << " > " << INT_MAX
+                                                           << ", the largest leading dimension of the 32-bit BLAS");
+    } else {
+      (void)fn;
+      (void)name;
+      (void)v;
+    }
+  }
+
+  /// The panel extent along `along` (capped there) for panels that span `across`: see panel_width(). Every
+  /// product stays below kPanelMin * kMaxDim, far from overflow.
+  index_t panel_extent(index_t across, index_t along) const {
+    if (along <= panel_entries_ / across) return along;  // all of P fits the budget: one panel
+    const index_t fit = std::max(kPanelMin, (panel_entries_ / across) / kPanelMin * kPanelMin);
     return std::min(fit, along);
   }
 
   index_t n_;
   index_t r_;
   SketchState state_;
+  index_t panel_entries_;
   EntryParams params_;
 };
 

@@ -2,9 +2,27 @@
 #pragma once
 /// Eigen glue for the CPU backend: RowMatrix, mapping a MatrixView, and the thread partition helper.
 
+// GCC 12 reports a false positive inside Eigen's AVX-512 kernels (`__Y may be used uninitialized` at -O3, `__Y is used
+// uninitialized` at -O2, in avx512fintrin.h inlined from Eigen's GEMM packing; GCC bug 105593) whenever AVX-512 is
+// enabled, e.g. by -march=native on an AVX-512 machine. The warning is silenced for the lines of Eigen's headers only:
+// GCC applies a diagnostic pragma to every location of an inlining chain, so code outside this region (the library's
+// and the user's) keeps the warning.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
 #include <Eigen/Core>
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
+#include <cstddef>
+#include <cstdint>
+#include <new>
 
 #include "compact/config.hpp"
+#include "compact/core/checked_size.hpp"
 #include "compact/core/view.hpp"
 
 #if defined(_OPENMP)
@@ -17,7 +35,46 @@ namespace compact {
 template <class Scalar>
 using RowMatrix = Eigen::Matrix<Scalar, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
+/// Host memory a caller lends to one CPU projector call (the sketch / unsketch_grad overloads that take it):
+/// `bytes` bytes at `data`, aligned for the scalar type (64 bytes is best), at least the projector's
+/// scratch_bytes(rows). With it a call allocates nothing. Non-owning; contents are overwritten.
+struct CpuScratch {
+  void* data = nullptr;
+  std::size_t bytes = 0;
+};
+
 namespace detail {
+
+/// An owned, uninitialized, 64-byte-aligned scratch allocation of `bytes` bytes; compact::error naming `what`
+/// when memory runs out.
+class ScratchBuffer {
+ public:
+  static constexpr std::size_t kAlign = 64;
+  ScratchBuffer(const char* fn, const char* what, std::size_t bytes)
+      : data_(allocating(fn, what, bytes,
+                         [bytes] { return ::operator new (bytes == 0 ? 1 : bytes, std::align_val_t{kAlign}); })),
+        bytes_(bytes) {}
+  ScratchBuffer(const ScratchBuffer&) = delete;
+  ScratchBuffer& operator=(const ScratchBuffer&) = delete;
+  ~ScratchBuffer() { ::operator delete (data_, std::align_val_t{kAlign}); }
+
+  void* data() const { return data_; }
+  CpuScratch view() const { return CpuScratch{data_, bytes_}; }
+
+ private:
+  void* data_;
+  std::size_t bytes_;
+};
+
+/// Checks a caller's scratch for a call that needs `need` bytes of Scalar-aligned memory.
+template <class Scalar>
+inline void check_scratch(const char* fn, const CpuScratch& s, std::size_t need) {
+  COMPACT_REQUIRE(s.bytes >= need, fn << ": argument scratch has " << s.bytes << " bytes, this call needs " << need
+                                      << " (scratch_bytes(rows))");
+  COMPACT_REQUIRE(s.data != nullptr || s.bytes == 0, fn << ": argument scratch is null with " << s.bytes << " bytes");
+  COMPACT_REQUIRE(reinterpret_cast<std::uintptr_t>(s.data) % alignof(Scalar) == 0,
+                  fn << ": argument scratch is not aligned to " << alignof(Scalar) << " bytes");
+}
 
 template <class Scalar>
 using RowMap = Eigen::Map<RowMatrix<Scalar>, Eigen::Unaligned, Eigen::OuterStride<>>;
@@ -33,6 +90,22 @@ RowMap<Scalar> as_eigen(const MatrixView<Scalar>& v) {
   return RowMap<Scalar>(v.data, v.rows, v.cols, Eigen::OuterStride<>(v.row_stride));
 }
 
+/// An uninitialized rows x cols RowMatrix, or compact::error naming `what` when rows * cols * sizeof(Scalar)
+/// overflows or the allocation fails (Eigen would throw std::bad_alloc).
+template <class Scalar>
+RowMatrix<Scalar> make_matrix(const char* fn, const char* what, index_t rows, index_t cols) {
+  const std::size_t bytes = checked_bytes<Scalar>(fn, what, checked_mul(fn, what, rows, cols));
+  return allocating(fn, what, bytes, [&] { return RowMatrix<Scalar>(rows, cols); });
+}
+
+/// make_matrix filled with zeros.
+template <class Scalar>
+RowMatrix<Scalar> make_zero_matrix(const char* fn, const char* what, index_t rows, index_t cols) {
+  RowMatrix<Scalar> m = make_matrix<Scalar>(fn, what, rows, cols);
+  m.setZero();
+  return m;
+}
+
 template <class Scalar>
 MatrixView<const Scalar> as_view(const Eigen::Ref<const RowMatrix<Scalar>>& m) {
   return MatrixView<const Scalar>(m.data(), m.rows(), m.cols(), m.outerStride());
@@ -42,6 +115,30 @@ MatrixView<Scalar> as_mutable_view(Eigen::Ref<RowMatrix<Scalar>> m) {
   return MatrixView<Scalar>(m.data(), m.rows(), m.cols(), m.outerStride());
 }
 
+/// Whether parallel_tasks(tasks, flops, ...) starts an OpenMP team (else it runs the tasks on the calling thread).
+inline bool uses_team(index_t tasks, double flops) {
+#if defined(_OPENMP)
+  constexpr double kMinParallelFlops = 2.0e6;
+  return tasks > 1 && flops >= kMinParallelFlops && omp_get_max_threads() > 1 && !omp_in_parallel();
+#else
+  (void)tasks;
+  (void)flops;
+  return false;
+#endif
+}
+
+/// Number of threads parallel_tasks may use (size of per-thread scratch arrays).
+inline int max_threads() {
+#if defined(_OPENMP)
+  return omp_get_max_threads();
+#else
+  return 1;
+#endif
+}
+
+/// The largest thread index + 1 that parallel_tasks(tasks, flops, ...) passes to its body.
+inline int team_size(index_t tasks, double flops) { return uses_team(tasks, flops) ? max_threads() : 1; }
+
 /// Runs body(task, thread_index) for task in [0, tasks) on the OpenMP team (serially without OpenMP, or when
 /// `flops` is too small to pay for a team). The partition into tasks never depends on the thread count, and every
 /// GEMM issued inside runs single-threaded (Eigen detects the enclosing parallel region), so results are bitwise
@@ -49,8 +146,7 @@ MatrixView<Scalar> as_mutable_view(Eigen::Ref<RowMatrix<Scalar>> m) {
 template <class Body>
 void parallel_tasks(index_t tasks, double flops, Body&& body) {
 #if defined(_OPENMP)
-  constexpr double kMinParallelFlops = 2.0e6;
-  if (tasks > 1 && flops >= kMinParallelFlops && omp_get_max_threads() > 1 && !omp_in_parallel()) {
+  if (uses_team(tasks, flops)) {
 #pragma omp parallel
     {
       const int thread = omp_get_thread_num();
@@ -62,15 +158,6 @@ void parallel_tasks(index_t tasks, double flops, Body&& body) {
 #endif
   (void)flops;
   for (index_t t = 0; t < tasks; ++t) body(t, 0);
-}
-
-/// Number of threads parallel_tasks may use (size of per-thread scratch arrays).
-inline int max_threads() {
-#if defined(_OPENMP)
-  return omp_get_max_threads();
-#else
-  return 1;
-#endif
 }
 
 }  // namespace detail

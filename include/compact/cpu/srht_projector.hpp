@@ -31,7 +31,8 @@ class AlignedScratch {
   AlignedScratch& operator=(const AlignedScratch&) = delete;
   ~AlignedScratch() { release(); }
 
-  /// Pointer to at least `count` elements (contents unspecified).
+  /// Pointer to at least `count` elements (contents unspecified); allocates only when `count` exceeds every earlier
+  /// request.
   T* get(std::size_t count) {
     if (count > size_) {
       release();
@@ -60,7 +61,8 @@ class AlignedScratch {
 /// O(n' log n'): copy x . d into a length-n' buffer, zero the padding, fwht, gather S, scale. `unsketch_grad` is
 /// the exact adjoint: scatter g into S of a zeroed buffer, fwht, multiply by d and the scale, drop the padding.
 /// Rows run in parallel (detail::parallel_tasks, a fixed partition into tasks of kRowsPerTask rows); each thread
-/// uses one buffer of n' Scalars (scratch_bytes_per_thread()) and nothing else is allocated per row. Each row's
+/// uses one buffer of n' Scalars (scratch_bytes_per_thread()), allocated per call before the team starts or lent by
+/// the caller (CpuScratch overloads, scratch_bytes(rows)), and nothing else is allocated per row. Each row's
 /// result is a fixed sequence of IEEE operations, so results are bitwise identical for every thread count.
 ///
 /// Class invariant: 1 <= r <= n, n' = next_pow2(n) <= kFwhtMaxLength (2^20).
@@ -82,8 +84,13 @@ class Projector<Cpu, Srht, Scalar> {
     padded_ = next_pow2(n_);
     log_padded_ = log2_pow2(padded_);
     params_ = entry_params(state_, r_);
-    sample_ = srht_sample(state_, n_, r_);
-    signs_.resize(static_cast<std::size_t>(n_));
+    // O(n') memory (at most a few MiB): an allocation failure is reported as compact::error like every other.
+    const std::size_t bytes = static_cast<std::size_t>(padded_) * (sizeof(index_t) + sizeof(std::uint64_t)) +
+                              static_cast<std::size_t>(n_) * sizeof(Scalar);
+    detail::allocating("Projector<Cpu, Srht>", "the column sample and signs", bytes, [&] {
+      sample_ = srht_sample(state_, n_, r_);
+      signs_.resize(static_cast<std::size_t>(n_));
+    });
     for (index_t b = 0; b * kSrhtSignBlockCols < n_; ++b) {
       const Words4x32 x = srht_sign_block(params_.key, params_.window, b);
       const index_t k1 = (b + 1) * kSrhtSignBlockCols < n_ ? (b + 1) * kSrhtSignBlockCols : n_;
@@ -107,36 +114,46 @@ class Projector<Cpu, Srht, Scalar> {
   /// Scratch each thread uses during sketch/unsketch_grad: one buffer of n' Scalars.
   std::size_t scratch_bytes_per_thread() const { return static_cast<std::size_t>(padded_) * sizeof(Scalar); }
 
-  /// z = x P. x: B x n, z: B x r (row-major, any row strides, z must not overlap x).
+  /// Bytes of scratch that sketch or unsketch_grad of `rows` rows uses: one transform buffer of n' Scalars (rounded
+  /// up to 64 bytes) per thread the call runs on. The size of a CpuScratch for the overloads that take one.
+  std::size_t scratch_bytes(index_t rows) const {
+    const index_t tasks = (rows + kRowsPerTask - 1) / kRowsPerTask;
+    return static_cast<std::size_t>(detail::team_size(tasks, transform_flops(rows))) * buffer_stride();
+  }
+
+  /// z = x P. x: B x n, z: B x r (row-major, any row strides, z must not overlap x). Allocates scratch_bytes(B)
+  /// (compact::error when memory runs out, before anything is written).
   void sketch(MatrixView<const Scalar> x, MatrixView<Scalar> z) const {
     detail::check_sketch_args(x, z, n_, r_);
     if (x.rows == 0) return;
-    std::vector<detail::AlignedScratch<Scalar>> scratch(static_cast<std::size_t>(detail::max_threads()));
-    const bool avx = detail::fwht_avx_available();
-    const index_t tasks = (x.rows + kRowsPerTask - 1) / kRowsPerTask;
-    detail::parallel_tasks(tasks, transform_flops(x.rows), [&](index_t t, int thread) {
-      Scalar* buf = scratch[static_cast<std::size_t>(thread)].get(static_cast<std::size_t>(padded_));
-      const index_t b1 = (t + 1) * kRowsPerTask < x.rows ? (t + 1) * kRowsPerTask : x.rows;
-      for (index_t b = t * kRowsPerTask; b < b1; ++b)
-        sketch_row(x.data + b * x.row_stride, z.data + b * z.row_stride, buf, avx);
-    });
+    const detail::ScratchBuffer scratch("Projector::sketch", "the per-thread transform buffers", scratch_bytes(x.rows));
+    sketch_unchecked(x, z, scratch.view());
+  }
+  /// sketch with the caller's scratch (at least scratch_bytes(x.rows) bytes): allocates nothing.
+  void sketch(MatrixView<const Scalar> x, MatrixView<Scalar> z, CpuScratch scratch) const {
+    detail::check_sketch_args(x, z, n_, r_);
+    detail::check_scratch<Scalar>("Projector::sketch", scratch, scratch_bytes(x.rows));
+    if (x.rows == 0) return;
+    sketch_unchecked(x, z, scratch);
   }
 
   /// out = alpha g P^T + beta out. g: m x r, out: m x n. With beta = 0, out is written without being read.
+  /// Allocates scratch_bytes(m) (compact::error when memory runs out, before anything is written).
   void unsketch_grad(MatrixView<const Scalar> g, MatrixView<Scalar> out, Scalar alpha = Scalar(1),
                      Scalar beta = Scalar(0)) const {
     detail::check_unsketch_args(g, out, n_, r_);
     if (g.rows == 0) return;
-    std::vector<detail::AlignedScratch<Scalar>> scratch(static_cast<std::size_t>(detail::max_threads()));
-    const bool avx = detail::fwht_avx_available();
-    const index_t tasks = (g.rows + kRowsPerTask - 1) / kRowsPerTask;
-    detail::parallel_tasks(tasks, transform_flops(g.rows), [&](index_t t, int thread) {
-      Scalar* buf = scratch[static_cast<std::size_t>(thread)].get(static_cast<std::size_t>(padded_));
-      const index_t m1 = (t + 1) * kRowsPerTask < g.rows ? (t + 1) * kRowsPerTask : g.rows;
-      for (index_t m = t * kRowsPerTask; m < m1; ++m) {
-        unsketch_row(g.data + m * g.row_stride, out.data + m * out.row_stride, alpha, beta, buf, avx);
-      }
-    });
+    const detail::ScratchBuffer scratch("Projector::unsketch_grad", "the per-thread transform buffers",
+                                        scratch_bytes(g.rows));
+    unsketch_unchecked(g, out, alpha, beta, scratch.view());
+  }
+  /// unsketch_grad with the caller's scratch (at least scratch_bytes(g.rows) bytes): allocates nothing.
+  void unsketch_grad(MatrixView<const Scalar> g, MatrixView<Scalar> out, Scalar alpha, Scalar beta,
+                     CpuScratch scratch) const {
+    detail::check_unsketch_args(g, out, n_, r_);
+    detail::check_scratch<Scalar>("Projector::unsketch_grad", scratch, scratch_bytes(g.rows));
+    if (g.rows == 0) return;
+    unsketch_unchecked(g, out, alpha, beta, scratch);
   }
 
   /// p = P (n x r), entry by entry from the formula (fp32, converted exactly to Scalar).
@@ -159,13 +176,13 @@ class Projector<Cpu, Srht, Scalar> {
   // Eigen conveniences.
   RowMatrix<Scalar> sketch(const Eigen::Ref<const RowMatrix<Scalar>>& x) const {
     detail::check_view("Projector::sketch", "x", detail::as_view<Scalar>(x), -1, "", n_, "n");
-    RowMatrix<Scalar> z(x.rows(), r_);
+    RowMatrix<Scalar> z = detail::make_matrix<Scalar>("Projector::sketch", "the result z", x.rows(), r_);
     sketch(detail::as_view<Scalar>(x), detail::as_mutable_view<Scalar>(z));
     return z;
   }
   RowMatrix<Scalar> unsketch_grad(const Eigen::Ref<const RowMatrix<Scalar>>& g) const {
     detail::check_view("Projector::unsketch_grad", "g", detail::as_view<Scalar>(g), -1, "", r_, "r");
-    RowMatrix<Scalar> out(g.rows(), n_);
+    RowMatrix<Scalar> out = detail::make_matrix<Scalar>("Projector::unsketch_grad", "the result", g.rows(), n_);
     unsketch_grad(detail::as_view<Scalar>(g), detail::as_mutable_view<Scalar>(out), Scalar(1), Scalar(0));
     return out;
   }
@@ -174,12 +191,50 @@ class Projector<Cpu, Srht, Scalar> {
     unsketch_grad(detail::as_view<Scalar>(g), detail::as_mutable_view<Scalar>(out), alpha, beta);
   }
   RowMatrix<Scalar> materialize() const {
-    RowMatrix<Scalar> p(n_, r_);
+    RowMatrix<Scalar> p = detail::make_matrix<Scalar>("Projector::materialize", "P", n_, r_);
     materialize(detail::as_mutable_view<Scalar>(p));
     return p;
   }
 
  private:
+  /// Bytes between two threads' transform buffers: n' Scalars rounded up to a cache line.
+  std::size_t buffer_stride() const {
+    constexpr std::size_t kLine = detail::ScratchBuffer::kAlign;
+    return (static_cast<std::size_t>(padded_) * sizeof(Scalar) + kLine - 1) / kLine * kLine;
+  }
+  /// Thread t's transform buffer in `scratch` (checked to hold one per thread of the team).
+  Scalar* thread_buffer(const CpuScratch& scratch, int thread) const {
+    return reinterpret_cast<Scalar*>(static_cast<unsigned char*>(scratch.data) +
+                                     static_cast<std::size_t>(thread) * buffer_stride());
+  }
+
+  /// Runs row_fn(row, buffer, avx) for every row in [0, rows) on the thread team (fixed tasks of kRowsPerTask
+  /// rows), each thread with its own transform buffer from `scratch`.
+  template <class RowFn>
+  void for_each_row(index_t rows, const CpuScratch& scratch, RowFn&& row_fn) const {
+    const bool avx = detail::fwht_avx_available();
+    const index_t tasks = (rows + kRowsPerTask - 1) / kRowsPerTask;
+    detail::parallel_tasks(tasks, transform_flops(rows), [&](index_t t, int thread) {
+      Scalar* buf = thread_buffer(scratch, thread);
+      const index_t end = (t + 1) * kRowsPerTask < rows ? (t + 1) * kRowsPerTask : rows;
+      for (index_t row = t * kRowsPerTask; row < end; ++row) row_fn(row, buf, avx);
+    });
+  }
+
+  void sketch_unchecked(const MatrixView<const Scalar>& x, const MatrixView<Scalar>& z,
+                        const CpuScratch& scratch) const {
+    for_each_row(x.rows, scratch, [&](index_t b, Scalar* buf, bool avx) {
+      sketch_row(x.data + b * x.row_stride, z.data + b * z.row_stride, buf, avx);
+    });
+  }
+
+  void unsketch_unchecked(const MatrixView<const Scalar>& g, const MatrixView<Scalar>& out, Scalar alpha, Scalar beta,
+                          const CpuScratch& scratch) const {
+    for_each_row(g.rows, scratch, [&](index_t m, Scalar* buf, bool avx) {
+      unsketch_row(g.data + m * g.row_stride, out.data + m * out.row_stride, alpha, beta, buf, avx);
+    });
+  }
+
   /// Additions and subtractions of `rows` transforms, to decide whether a thread team pays off.
   double transform_flops(index_t rows) const { return double(rows) * double(padded_) * double(log_padded_ + 1); }
 

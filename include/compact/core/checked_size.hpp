@@ -1,0 +1,116 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+/// Overflow-checked size arithmetic and allocation: every product or sum of sizes, strides and byte counts that the
+/// library forms from user input goes through here.
+///
+/// The predicates (`mul_fits`, `add_fits`) are host/device functions that report overflow; the `checked_*`
+/// functions throw compact::error naming the function, the quantity and its operands; `allocate_array` and
+/// `allocating` turn an allocation failure (std::bad_alloc) into compact::error naming what was being allocated.
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <new>
+#include <string>
+
+#include "compact/config.hpp"
+
+namespace compact {
+namespace detail {
+
+/// Largest index_t and uint64 (literals rather than std::numeric_limits, which nvcc's device code cannot call).
+inline constexpr index_t kIndexMax = index_t{0x7FFFFFFFFFFFFFFF};
+inline constexpr std::uint64_t kU64Max = ~std::uint64_t{0};
+
+/// *out = a * b when a, b >= 0 and the product fits in index_t; otherwise returns false and leaves *out alone.
+COMPACT_HOST_DEVICE inline bool mul_fits(index_t a, index_t b, index_t* out) {
+  if (a < 0 || b < 0) return false;
+  if (a != 0 && b > kIndexMax / a) return false;
+  *out = a * b;
+  return true;
+}
+
+/// *out = a + b when a, b >= 0 and the sum fits in index_t; otherwise returns false and leaves *out alone.
+COMPACT_HOST_DEVICE inline bool add_fits(index_t a, index_t b, index_t* out) {
+  if (a < 0 || b < 0 || a > kIndexMax - b) return false;
+  *out = a + b;
+  return true;
+}
+
+/// *out = a * b in uint64 when it does not wrap; otherwise returns false and leaves *out alone.
+COMPACT_HOST_DEVICE inline bool mul_fits_u64(std::uint64_t a, std::uint64_t b, std::uint64_t* out) {
+  if (a != 0 && b > kU64Max / a) return false;
+  *out = a * b;
+  return true;
+}
+
+/// *out = a + b in uint64 when it does not wrap; otherwise returns false and leaves *out alone.
+COMPACT_HOST_DEVICE inline bool add_fits_u64(std::uint64_t a, std::uint64_t b, std::uint64_t* out) {
+  if (a > kU64Max - b) return false;
+  *out = a + b;
+  return true;
+}
+
+/// a * b (a, b >= 0), or compact::error "fn: what = a * b overflows ...".
+inline index_t checked_mul(const char* fn, const char* what, index_t a, index_t b) {
+  index_t out = 0;
+  COMPACT_REQUIRE(mul_fits(a, b, &out),
+                  fn << ": " << what << " = " << a << " * " << b << " is negative or overflows the 64-bit index type");
+  return out;
+}
+
+/// a + b (a, b >= 0), or compact::error "fn: what = a + b overflows ...".
+inline index_t checked_add(const char* fn, const char* what, index_t a, index_t b) {
+  index_t out = 0;
+  COMPACT_REQUIRE(add_fits(a, b, &out),
+                  fn << ": " << what << " = " << a << " + " << b << " is negative or overflows the 64-bit index type");
+  return out;
+}
+
+/// a * b in uint64, or compact::error naming `what`.
+inline std::uint64_t checked_mul_u64(const char* fn, const char* what, std::uint64_t a, std::uint64_t b) {
+  std::uint64_t out = 0;
+  COMPACT_REQUIRE(mul_fits_u64(a, b, &out), fn << ": " << what << " = " << a << " * " << b << " overflows 64 bits");
+  return out;
+}
+
+/// a + b in uint64, or compact::error naming `what`.
+inline std::uint64_t checked_add_u64(const char* fn, const char* what, std::uint64_t a, std::uint64_t b) {
+  std::uint64_t out = 0;
+  COMPACT_REQUIRE(add_fits_u64(a, b, &out), fn << ": " << what << " = " << a << " + " << b << " overflows 64 bits");
+  return out;
+}
+
+/// Bytes of `count` objects of T as std::size_t, or compact::error when count < 0 or the byte count does not fit.
+template <class T>
+std::size_t checked_bytes(const char* fn, const char* what, index_t count) {
+  COMPACT_REQUIRE(count >= 0, fn << ": " << what << " has a negative element count " << count);
+  constexpr std::size_t kMax = std::numeric_limits<std::size_t>::max() / sizeof(T);
+  COMPACT_REQUIRE(static_cast<std::uint64_t>(count) <= kMax, fn << ": " << what << " of " << count << " elements of "
+                                                                << sizeof(T) << " bytes exceeds the address space");
+  return static_cast<std::size_t>(count) * sizeof(T);
+}
+
+/// Runs `allocate()` and turns std::bad_alloc into compact::error "fn: cannot allocate what (bytes bytes)".
+template <class F>
+auto allocating(const char* fn, const char* what, std::size_t bytes, F&& allocate) -> decltype(allocate()) {
+  try {
+    return allocate();
+  } catch (const std::bad_alloc&) {
+    throw_error(std::string("compact: ") + fn + ": cannot allocate " + what + " (" + std::to_string(bytes) +
+                " bytes): out of memory");
+  }
+}
+
+/// An uninitialized array of `count` T (trivially constructible), or compact::error naming `what` when the size
+/// overflows or the allocation fails.
+template <class T>
+std::unique_ptr<T[]> allocate_array(const char* fn, const char* what, index_t count) {
+  const std::size_t bytes = checked_bytes<T>(fn, what, count);
+  return allocating(fn, what, bytes,
+                    [&] { return std::unique_ptr<T[]>(new T[static_cast<std::size_t>(count)]); });  // uninitialized
+}
+
+}  // namespace detail
+}  // namespace compact
