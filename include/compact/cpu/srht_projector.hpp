@@ -112,13 +112,13 @@ class Projector<Cpu, Srht, Scalar> {
     detail::check_sketch_args(x, z, n_, r_);
     if (x.rows == 0) return;
     std::vector<detail::AlignedScratch<Scalar>> scratch(static_cast<std::size_t>(detail::max_threads()));
-    const bool avx = detail::fwht_avx_available();
+    const CpuIsa isa = active_cpu_isa();
     const index_t tasks = (x.rows + kRowsPerTask - 1) / kRowsPerTask;
     detail::parallel_tasks(tasks, transform_flops(x.rows), [&](index_t t, int thread) {
       Scalar* buf = scratch[static_cast<std::size_t>(thread)].get(static_cast<std::size_t>(padded_));
       const index_t b1 = (t + 1) * kRowsPerTask < x.rows ? (t + 1) * kRowsPerTask : x.rows;
       for (index_t b = t * kRowsPerTask; b < b1; ++b)
-        sketch_row(x.data + b * x.row_stride, z.data + b * z.row_stride, buf, avx);
+        sketch_row(x.data + b * x.row_stride, z.data + b * z.row_stride, buf, isa);
     });
   }
 
@@ -128,13 +128,13 @@ class Projector<Cpu, Srht, Scalar> {
     detail::check_unsketch_args(g, out, n_, r_);
     if (g.rows == 0) return;
     std::vector<detail::AlignedScratch<Scalar>> scratch(static_cast<std::size_t>(detail::max_threads()));
-    const bool avx = detail::fwht_avx_available();
+    const CpuIsa isa = active_cpu_isa();
     const index_t tasks = (g.rows + kRowsPerTask - 1) / kRowsPerTask;
     detail::parallel_tasks(tasks, transform_flops(g.rows), [&](index_t t, int thread) {
       Scalar* buf = scratch[static_cast<std::size_t>(thread)].get(static_cast<std::size_t>(padded_));
       const index_t m1 = (t + 1) * kRowsPerTask < g.rows ? (t + 1) * kRowsPerTask : g.rows;
       for (index_t m = t * kRowsPerTask; m < m1; ++m) {
-        unsketch_row(g.data + m * g.row_stride, out.data + m * out.row_stride, alpha, beta, buf, avx);
+        unsketch_row(g.data + m * g.row_stride, out.data + m * out.row_stride, alpha, beta, buf, isa);
       }
     });
   }
@@ -184,22 +184,22 @@ class Projector<Cpu, Srht, Scalar> {
   double transform_flops(index_t rows) const { return double(rows) * double(padded_) * double(log_padded_ + 1); }
 
   /// z_row[j] = scale * (H pad(x_row . d))[S_j], using buf (n' Scalars).
-  void sketch_row(const Scalar* x_row, Scalar* z_row, Scalar* buf, bool avx) const {
+  void sketch_row(const Scalar* x_row, Scalar* z_row, Scalar* buf, CpuIsa isa) const {
     const Scalar* d = signs_.data();
     for (index_t k = 0; k < n_; ++k) buf[k] = x_row[k] * d[k];  // exact: d_k = +-1
     for (index_t k = n_; k < padded_; ++k) buf[k] = Scalar(0);
-    detail::fwht_unchecked(buf, log_padded_, avx);
+    detail::fwht_unchecked(buf, log_padded_, isa);
     const index_t* s = sample_.data();
     const Scalar sc = scale();
     for (index_t j = 0; j < r_; ++j) z_row[j] = buf[s[j]] * sc;
   }
 
   /// out_row[i] = alpha * (d_i * scale * (H scatter_S(g_row))[i]) (+ beta * out_row[i]), i < n.
-  void unsketch_row(const Scalar* g_row, Scalar* out_row, Scalar alpha, Scalar beta, Scalar* buf, bool avx) const {
+  void unsketch_row(const Scalar* g_row, Scalar* out_row, Scalar alpha, Scalar beta, Scalar* buf, CpuIsa isa) const {
     std::memset(static_cast<void*>(buf), 0, static_cast<std::size_t>(padded_) * sizeof(Scalar));
     const index_t* s = sample_.data();
     for (index_t j = 0; j < r_; ++j) buf[s[j]] = g_row[j];
-    detail::fwht_unchecked(buf, log_padded_, avx);
+    detail::fwht_unchecked(buf, log_padded_, isa);
     const Scalar* d = signs_.data();
     const Scalar sc = scale();
     if (beta == Scalar(0)) {

@@ -1,0 +1,229 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+/// AVX-512 Walsh-Hadamard transform: 16 floats (8 doubles) per register, radix-16 passes over 32 registers.
+///
+/// Same butterfly order and the same IEEE additions and subtractions as every other path of cpu/fwht.hpp (see its
+/// file comment), so the bits are those of the textbook loop. A register holds 2^kLogLanes consecutive elements;
+/// the stages s < kLogLanes act inside it (v <- (v xor signmask_s) + swap_s(v): lane i gets x[i] + x[i ^ h] where
+/// bit s of i is clear and x[i ^ h] - x[i] where it is set), the other stages between registers. With 32 registers
+/// a pass does four stages between registers (radix 16): a 4096-float row takes two passes over L1 (stages 0-7,
+/// then 8-11) instead of the AVX path's three.
+///
+/// AVX-512 F only, compiled with a target attribute and called after the run-time CPU check; compiled a second time
+/// against SIMDe by tests/cpu/test_avx512_emulated.cpp (see cpu/isa.hpp). Intrinsics are chosen among those SIMDe
+/// 0.7.4 implements: the in-lane swaps use _mm512_shuffle_ps (it has no _mm512_permute_ps), the 128-bit lane swaps
+/// _mm512_shuffle_i32x4, the sign flips an integer xor (_mm512_xor_ps needs AVX-512 DQ).
+
+#include <cstdint>
+#include <type_traits>
+
+#include "compact/config.hpp"
+#include "compact/cpu/isa.hpp"
+
+#if COMPACT_DETAIL_AVX512_COMPILED && !defined(COMPACT_DETAIL_AVX512_EMULATED)
+#include <immintrin.h>
+#endif
+
+#if COMPACT_DETAIL_AVX512_COMPILED
+
+// GCC 12.2's AVX-512 intrinsics read _mm512_undefined_* values and warn about it under -Wall (GCC bug 105593).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+namespace compact {
+namespace detail {
+namespace COMPACT_DETAIL_AVX512_NAMESPACE {
+
+/// Flips the sign bits selected by `mask_bits` (the bit patterns of -0.0 where a lane changes sign).
+COMPACT_DETAIL_TARGET_AVX512 inline __m512 flip_signs(__m512 v, __m512i mask_bits) {
+  return _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(v), mask_bits));
+}
+
+/// The 128-bit lanes of v permuted by kImm (as _mm512_shuffle_f32x4(v, v, kImm), which SIMDe 0.7.4 does not alias).
+template <int kImm>
+COMPACT_DETAIL_TARGET_AVX512 inline __m512 permute_lanes128(__m512 v) {
+  const __m512i i = _mm512_castps_si512(v);
+  return _mm512_castsi512_ps(_mm512_shuffle_i32x4(i, i, kImm));
+}
+
+/// One stage inside a register: lane i <- x[i] + x[i ^ h] (bit clear) or x[i ^ h] - x[i] (bit set), i.e. the pair
+/// (a + b, a - b); `swapped` is v with lanes i and i ^ h exchanged, `sign` flips the lanes whose bit is set.
+COMPACT_DETAIL_TARGET_AVX512 inline __m512 in_register_stage(__m512 v, __m512 swapped, __m512i sign) {
+  return _mm512_add_ps(flip_signs(v, sign), swapped);
+}
+COMPACT_DETAIL_TARGET_AVX512 inline __m512d in_register_stage(__m512d v, __m512 swapped, __m512i sign) {
+  return _mm512_add_pd(_mm512_castps_pd(flip_signs(_mm512_castpd_ps(v), sign)), _mm512_castps_pd(swapped));
+}
+
+struct Avx512F32 {
+  using Reg = __m512;
+  using T = float;
+  static constexpr int kLogLanes = 4;
+  COMPACT_DETAIL_TARGET_AVX512 static Reg load(const T* p) { return _mm512_loadu_ps(p); }
+  COMPACT_DETAIL_TARGET_AVX512 static void store(T* p, Reg v) { _mm512_storeu_ps(p, v); }
+  COMPACT_DETAIL_TARGET_AVX512 static Reg add(Reg a, Reg b) { return _mm512_add_ps(a, b); }
+  COMPACT_DETAIL_TARGET_AVX512 static Reg sub(Reg a, Reg b) { return _mm512_sub_ps(a, b); }
+  /// Stages 0..3 inside one register, in that order.
+  COMPACT_DETAIL_TARGET_AVX512 static Reg in_register_stages(Reg v) {
+    const int s = static_cast<int>(0x80000000u);
+    const __m512i m0 = _mm512_setr_epi32(0, s, 0, s, 0, s, 0, s, 0, s, 0, s, 0, s, 0, s);
+    const __m512i m1 = _mm512_setr_epi32(0, 0, s, s, 0, 0, s, s, 0, 0, s, s, 0, 0, s, s);
+    const __m512i m2 = _mm512_setr_epi32(0, 0, 0, 0, s, s, s, s, 0, 0, 0, 0, s, s, s, s);
+    const __m512i m3 = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, s, s, s, s, s, s, s, s);
+    v = in_register_stage(v, _mm512_shuffle_ps(v, v, 0xB1), m0);  // lanes [1,0,3,2] of each 128 bits
+    v = in_register_stage(v, _mm512_shuffle_ps(v, v, 0x4E), m1);  // lanes [2,3,0,1] of each 128 bits
+    v = in_register_stage(v, permute_lanes128<0xB1>(v), m2);      // 128-bit lanes [1,0,3,2]
+    return in_register_stage(v, permute_lanes128<0x4E>(v), m3);   // 256-bit halves exchanged
+  }
+};
+
+struct Avx512F64 {
+  using Reg = __m512d;
+  using T = double;
+  static constexpr int kLogLanes = 3;
+  COMPACT_DETAIL_TARGET_AVX512 static Reg load(const T* p) { return _mm512_loadu_pd(p); }
+  COMPACT_DETAIL_TARGET_AVX512 static void store(T* p, Reg v) { _mm512_storeu_pd(p, v); }
+  COMPACT_DETAIL_TARGET_AVX512 static Reg add(Reg a, Reg b) { return _mm512_add_pd(a, b); }
+  COMPACT_DETAIL_TARGET_AVX512 static Reg sub(Reg a, Reg b) { return _mm512_sub_pd(a, b); }
+  /// Stages 0..2 inside one register, in that order (a double's sign bit is the top bit of its upper 32 bits).
+  COMPACT_DETAIL_TARGET_AVX512 static Reg in_register_stages(Reg v) {
+    const long long s = static_cast<long long>(0x8000000000000000ull);
+    const __m512i m0 = _mm512_setr_epi64(0, s, 0, s, 0, s, 0, s);
+    const __m512i m1 = _mm512_setr_epi64(0, 0, s, s, 0, 0, s, s);
+    const __m512i m2 = _mm512_setr_epi64(0, 0, 0, 0, s, s, s, s);
+    __m512 f = _mm512_castpd_ps(v);
+    v = in_register_stage(v, _mm512_shuffle_ps(f, f, 0x4E), m0);  // doubles [1,0] of each 128 bits
+    f = _mm512_castpd_ps(v);
+    v = in_register_stage(v, permute_lanes128<0xB1>(f), m1);  // 128-bit lanes [1,0,3,2]
+    f = _mm512_castpd_ps(v);
+    return in_register_stage(v, permute_lanes128<0x4E>(f), m2);  // 256-bit halves exchanged
+  }
+};
+
+/// log2(R) stages among R registers holding elements at stride h, 2h, ...: stage q pairs (v[t], v[t + 2^q]).
+template <class V, int R>
+COMPACT_DETAIL_TARGET_AVX512 inline void butterflies(typename V::Reg* v) {
+  for (int hs = 1; hs < R; hs *= 2) {
+    for (int t = 0; t < R; ++t) {
+      if (t & hs) continue;
+      const typename V::Reg a = v[t], b = v[t + hs];
+      v[t] = V::add(a, b);
+      v[t + hs] = V::sub(a, b);
+    }
+  }
+}
+
+/// Stages 0 .. kLogLanes + log2(R) - 1 of x[0, n): groups of R consecutive registers.
+template <class V, int R>
+COMPACT_DETAIL_TARGET_AVX512 inline void first_pass(typename V::T* x, index_t n) {
+  constexpr index_t kLanes = index_t{1} << V::kLogLanes;
+  for (index_t i = 0; i < n; i += R * kLanes) {
+    typename V::Reg v[R];
+    for (int t = 0; t < R; ++t) v[t] = V::in_register_stages(V::load(x + i + t * kLanes));
+    butterflies<V, R>(v);
+    for (int t = 0; t < R; ++t) V::store(x + i + t * kLanes, v[t]);
+  }
+}
+
+/// Stages s .. s + log2(R) - 1 (h = 2^s >= lanes) of x[0, n): R registers at stride h per group.
+template <class V, int R>
+COMPACT_DETAIL_TARGET_AVX512 inline void radix_pass(typename V::T* x, index_t n, index_t h) {
+  constexpr index_t kLanes = index_t{1} << V::kLogLanes;
+  for (index_t blk = 0; blk < n; blk += R * h) {
+    for (index_t o = 0; o < h; o += kLanes) {
+      typename V::T* p = x + blk + o;
+      typename V::Reg v[R];
+      for (int t = 0; t < R; ++t) v[t] = V::load(p + t * h);
+      butterflies<V, R>(v);
+      for (int t = 0; t < R; ++t) V::store(p + t * h, v[t]);
+    }
+  }
+}
+
+/// Stages s .. s + m - 1 (1 <= m <= 4) of x[0, n) in one radix-2^m pass.
+template <class V>
+COMPACT_DETAIL_TARGET_AVX512 inline void radix_pass_of(typename V::T* x, index_t n, index_t h, int m) {
+  switch (m) {
+    case 4:
+      radix_pass<V, 16>(x, n, h);
+      break;
+    case 3:
+      radix_pass<V, 8>(x, n, h);
+      break;
+    case 2:
+      radix_pass<V, 4>(x, n, h);
+      break;
+    default:
+      radix_pass<V, 2>(x, n, h);
+      break;
+  }
+}
+
+/// In-cache transform of x[0, 2^log_n), log_n >= kLogLanes: one first pass, then radix-16 passes (the last one
+/// shorter when the stage count is not a multiple of four).
+template <class V>
+COMPACT_DETAIL_TARGET_AVX512 inline void transform_block(typename V::T* x, int log_n) {
+  const index_t n = index_t{1} << log_n;
+  const int between = log_n - V::kLogLanes;  // stages between registers
+  switch (between < 4 ? between : 4) {
+    case 4:
+      first_pass<V, 16>(x, n);
+      break;
+    case 3:
+      first_pass<V, 8>(x, n);
+      break;
+    case 2:
+      first_pass<V, 4>(x, n);
+      break;
+    case 1:
+      first_pass<V, 2>(x, n);
+      break;
+    default:
+      first_pass<V, 1>(x, n);
+      break;
+  }
+  for (int s = V::kLogLanes + (between < 4 ? between : 4); s < log_n; s += 4) {
+    radix_pass_of<V>(x, n, index_t{1} << s, log_n - s < 4 ? log_n - s : 4);
+  }
+}
+
+/// Transforms of at most 2^kBlockLog elements (16 KiB) run pass by pass in L1; longer ones are split into 2^m
+/// sub-blocks (m <= 4) transformed recursively while in cache, then joined by one radix-2^m pass (the top stages).
+template <class V>
+COMPACT_DETAIL_TARGET_AVX512 inline void transform_recursive(typename V::T* x, int log_n) {
+  constexpr int kBlockLog = sizeof(typename V::T) == 4 ? 12 : 11;
+  if (log_n <= kBlockLog) {
+    transform_block<V>(x, log_n);
+    return;
+  }
+  const int m = log_n - kBlockLog < 4 ? log_n - kBlockLog : 4;
+  const int sub = log_n - m;
+  for (int t = 0; t < (1 << m); ++t) transform_recursive<V>(x + (index_t{t} << sub), sub);
+  radix_pass_of<V>(x, index_t{1} << log_n, index_t{1} << sub, m);
+}
+
+/// AVX-512 transform of x[0, 2^log_n), float or double; requires log_n >= 4 (float) or 3 (double), i.e. at least
+/// one register (cpu/fwht.hpp sends shorter transforms to another path). Not inlined into callers compiled without
+/// AVX-512 (a call, not an inline expansion).
+template <class T>
+COMPACT_DETAIL_TARGET_AVX512 void fwht_avx512(T* x, int log_n) {
+  using V = std::conditional_t<std::is_same_v<T, float>, Avx512F32, Avx512F64>;
+  transform_recursive<V>(x, log_n);
+}
+
+/// The smallest log2 length fwht_avx512 takes: one register.
+template <class T>
+inline constexpr int kFwhtAvx512MinLog = std::is_same_v<T, float> ? 4 : 3;
+
+}  // namespace COMPACT_DETAIL_AVX512_NAMESPACE
+}  // namespace detail
+}  // namespace compact
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
+#endif  // COMPACT_DETAIL_AVX512_COMPILED
