@@ -119,4 +119,30 @@ void check_fwht_against_textbook(int min_log, int max_log, Transform transform) 
   }
 }
 
+/// Checks that `transform(x, d, n, buf, log_n)` writes buf = H pad(x . d) with the bits of the unfused sequence
+/// (buf_k = x_k d_k, zeros up to 2^log_n, textbook transform) for log_n in [min_log, max_log] and several n per
+/// length: full, one short, just above half, and a ragged 17 short.
+template <class T, class Transform>
+void check_signed_transform_against_reference(int min_log, int max_log, Transform transform) {
+  std::mt19937 gen(11);
+  std::normal_distribution<double> normal;
+  for (int log_n = min_log; log_n <= max_log; ++log_n) {
+    const index_t np = index_t{1} << log_n;
+    for (const index_t n : {np, np - 1, np / 2 + 1, np - 17}) {
+      if (n < 1 || n > np || (n <= np / 2 && np > 1)) continue;
+      std::vector<T> x(static_cast<std::size_t>(n)), d(static_cast<std::size_t>(n));
+      for (T& v : x) v = static_cast<T>(normal(gen));
+      for (T& v : d) v = gen() & 1u ? T(-1) : T(1);
+      std::vector<T> expect(static_cast<std::size_t>(np), T(0));
+      for (index_t k = 0; k < n; ++k) expect[static_cast<std::size_t>(k)] = x[k] * d[k];
+      textbook_fwht(expect.data(), np);
+      std::vector<T> got(static_cast<std::size_t>(np), T(-777));
+      transform(x.data(), d.data(), n, got.data(), log_n);
+      CAPTURE(log_n);
+      CAPTURE(n);
+      CHECK(same_bits(got, expect));
+    }
+  }
+}
+
 }  // namespace compact_test

@@ -77,6 +77,13 @@ TEST_CASE_TEMPLATE("the emulated AVX-512 FWHT has the bits of the textbook loop 
                                                [](T* x, int log_n) { emulated::fwht_avx512(x, log_n); });
 }
 
+TEST_CASE_TEMPLATE("the emulated AVX-512 signed transform of the SRHT has the bits of the unfused sequence", T, float,
+                   double) {
+  compact_test::check_signed_transform_against_reference<T>(
+      emulated::kFwhtAvx512MinLog<T>, emulated::kAvx512BlockLog<T>,
+      [](const T* x, const T* d, index_t n, T* buf, int log_n) { emulated::fwht_signed_avx512(x, d, n, buf, log_n); });
+}
+
 // Each subcase models the Intel Intrinsics Guide's pseudo-code of an instruction lane by lane.
 TEST_CASE("SIMDe's permutations used by the kernels follow Intel's definitions") {
   std::vector<std::uint32_t> a(16), b(16);

@@ -182,3 +182,20 @@ TEST_CASE_TEMPLATE("fwht on every supported instruction set gives the textbook b
         0, 16, [isa](T* v, int log_n) { compact::fwht(v, index_t{1} << log_n, isa); });
   }
 }
+
+TEST_CASE_TEMPLATE("the SRHT's fused signed transform gives the unfused bits on every supported instruction set", T,
+                   float, double) {
+  for (CpuIsa isa : kAllIsas) {
+    if (!compact::cpu_isa_supported(isa)) {
+      MESSAGE("skipped: this CPU or build has no " << std::string(compact::cpu_isa_name(isa)) << " path");
+      continue;
+    }
+    const std::string isa_name = compact::cpu_isa_name(isa);
+    CAPTURE(isa_name);
+    // Up to 2^13: lengths beyond one cache block (2^12 floats, 2^11 doubles) take the unfused sequence.
+    compact_test::check_signed_transform_against_reference<T>(
+        0, 13, [isa](const T* x, const T* d, index_t n, T* buf, int log_n) {
+          compact::detail::srht_transform_row(x, d, n, buf, log_n, isa);
+        });
+  }
+}

@@ -168,6 +168,7 @@ struct AvxF32 {
   COMPACT_FWHT_TARGET_AVX static void store(T* p, Reg v) { _mm256_storeu_ps(p, v); }
   COMPACT_FWHT_TARGET_AVX static Reg add(Reg a, Reg b) { return _mm256_add_ps(a, b); }
   COMPACT_FWHT_TARGET_AVX static Reg sub(Reg a, Reg b) { return _mm256_sub_ps(a, b); }
+  COMPACT_FWHT_TARGET_AVX static Reg mul(Reg a, Reg b) { return _mm256_mul_ps(a, b); }
   /// Stages 0, 1, 2 inside one register, in that order.
   COMPACT_FWHT_TARGET_AVX static Reg in_register_stages(Reg v) {
     const Reg m0 = _mm256_setr_ps(0.0f, -0.0f, 0.0f, -0.0f, 0.0f, -0.0f, 0.0f, -0.0f);
@@ -188,6 +189,7 @@ struct AvxF64 {
   COMPACT_FWHT_TARGET_AVX static void store(T* p, Reg v) { _mm256_storeu_pd(p, v); }
   COMPACT_FWHT_TARGET_AVX static Reg add(Reg a, Reg b) { return _mm256_add_pd(a, b); }
   COMPACT_FWHT_TARGET_AVX static Reg sub(Reg a, Reg b) { return _mm256_sub_pd(a, b); }
+  COMPACT_FWHT_TARGET_AVX static Reg mul(Reg a, Reg b) { return _mm256_mul_pd(a, b); }
   /// Stages 0, 1 inside one register, in that order.
   COMPACT_FWHT_TARGET_AVX static Reg in_register_stages(Reg v) {
     const Reg m0 = _mm256_setr_pd(0.0, -0.0, 0.0, -0.0);

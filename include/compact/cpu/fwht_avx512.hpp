@@ -66,6 +66,7 @@ struct Avx512F32 {
   COMPACT_DETAIL_TARGET_AVX512 static void store(T* p, Reg v) { _mm512_storeu_ps(p, v); }
   COMPACT_DETAIL_TARGET_AVX512 static Reg add(Reg a, Reg b) { return _mm512_add_ps(a, b); }
   COMPACT_DETAIL_TARGET_AVX512 static Reg sub(Reg a, Reg b) { return _mm512_sub_ps(a, b); }
+  COMPACT_DETAIL_TARGET_AVX512 static Reg mul(Reg a, Reg b) { return _mm512_mul_ps(a, b); }
   /// Stages 0..3 inside one register, in that order.
   COMPACT_DETAIL_TARGET_AVX512 static Reg in_register_stages(Reg v) {
     const int s = static_cast<int>(0x80000000u);
@@ -88,6 +89,7 @@ struct Avx512F64 {
   COMPACT_DETAIL_TARGET_AVX512 static void store(T* p, Reg v) { _mm512_storeu_pd(p, v); }
   COMPACT_DETAIL_TARGET_AVX512 static Reg add(Reg a, Reg b) { return _mm512_add_pd(a, b); }
   COMPACT_DETAIL_TARGET_AVX512 static Reg sub(Reg a, Reg b) { return _mm512_sub_pd(a, b); }
+  COMPACT_DETAIL_TARGET_AVX512 static Reg mul(Reg a, Reg b) { return _mm512_mul_pd(a, b); }
   /// Stages 0..2 inside one register, in that order (a double's sign bit is the top bit of its upper 32 bits).
   COMPACT_DETAIL_TARGET_AVX512 static Reg in_register_stages(Reg v) {
     const long long s = static_cast<long long>(0x8000000000000000ull);
@@ -116,13 +118,14 @@ COMPACT_DETAIL_TARGET_AVX512 inline void butterflies(typename V::Reg* v) {
   }
 }
 
-/// Stages 0 .. kLogLanes + log2(R) - 1 of x[0, n): groups of R consecutive registers.
-template <class V, int R>
-COMPACT_DETAIL_TARGET_AVX512 inline void first_pass(typename V::T* x, index_t n) {
+/// Stages 0 .. kLogLanes + log2(R) - 1 of x[0, n): groups of R consecutive registers, read by load(i) (the
+/// register of elements i .. i + lanes - 1 before the transform) and stored to x.
+template <class V, int R, class Load>
+COMPACT_DETAIL_TARGET_AVX512 inline void first_pass(typename V::T* x, index_t n, const Load& load) {
   constexpr index_t kLanes = index_t{1} << V::kLogLanes;
   for (index_t i = 0; i < n; i += R * kLanes) {
     typename V::Reg v[R];
-    for (int t = 0; t < R; ++t) v[t] = V::in_register_stages(V::load(x + i + t * kLanes));
+    for (int t = 0; t < R; ++t) v[t] = V::in_register_stages(load(i + t * kLanes));
     butterflies<V, R>(v);
     for (int t = 0; t < R; ++t) V::store(x + i + t * kLanes, v[t]);
   }
@@ -162,39 +165,77 @@ COMPACT_DETAIL_TARGET_AVX512 inline void radix_pass_of(typename V::T* x, index_t
   }
 }
 
-/// In-cache transform of x[0, 2^log_n), log_n >= kLogLanes: one first pass, then radix-16 passes (the last one
-/// shorter when the stage count is not a multiple of four).
-template <class V>
-COMPACT_DETAIL_TARGET_AVX512 inline void transform_block(typename V::T* x, int log_n) {
+/// The first pass of an in-cache transform of length 2^log_n (log_n >= kLogLanes): radix 2^min(4, log_n - kLogLanes)
+/// between registers; returns the first stage left to do.
+template <class V, class Load>
+COMPACT_DETAIL_TARGET_AVX512 inline int first_pass_of(typename V::T* x, int log_n, const Load& load) {
   const index_t n = index_t{1} << log_n;
-  const int between = log_n - V::kLogLanes;  // stages between registers
-  switch (between < 4 ? between : 4) {
+  const int between = log_n - V::kLogLanes < 4 ? log_n - V::kLogLanes : 4;  // stages between registers
+  switch (between) {
     case 4:
-      first_pass<V, 16>(x, n);
+      first_pass<V, 16>(x, n, load);
       break;
     case 3:
-      first_pass<V, 8>(x, n);
+      first_pass<V, 8>(x, n, load);
       break;
     case 2:
-      first_pass<V, 4>(x, n);
+      first_pass<V, 4>(x, n, load);
       break;
     case 1:
-      first_pass<V, 2>(x, n);
+      first_pass<V, 2>(x, n, load);
       break;
     default:
-      first_pass<V, 1>(x, n);
+      first_pass<V, 1>(x, n, load);
       break;
   }
-  for (int s = V::kLogLanes + (between < 4 ? between : 4); s < log_n; s += 4) {
-    radix_pass_of<V>(x, n, index_t{1} << s, log_n - s < 4 ? log_n - s : 4);
-  }
+  return V::kLogLanes + between;
 }
 
-/// Transforms of at most 2^kBlockLog elements (16 KiB) run pass by pass in L1; longer ones are split into 2^m
+/// Stages `from` .. log_n - 1 of x[0, 2^log_n) in radix-16 passes (the last one shorter when needed).
+template <class V>
+COMPACT_DETAIL_TARGET_AVX512 inline void stages_from(typename V::T* x, int log_n, int from) {
+  for (int s = from; s < log_n; s += 4)
+    radix_pass_of<V>(x, index_t{1} << log_n, index_t{1} << s, log_n - s < 4 ? log_n - s : 4);
+}
+
+/// Transforms of at most this log2 length (16 KiB) run pass by pass in L1.
+template <class T>
+inline constexpr int kAvx512BlockLog = sizeof(T) == 4 ? 12 : 11;
+
+/// Loads of an in-place transform (a function object: lambdas would not inherit the target attribute).
+template <class V>
+struct LoadInPlace {
+  const typename V::T* x;
+  COMPACT_DETAIL_TARGET_AVX512 typename V::Reg operator()(index_t i) const { return V::load(x + i); }
+};
+
+/// Loads of the SRHT's first pass: x_k d_k for k < n, 0 beyond (exact: d_k = +-1).
+template <class V>
+struct LoadSigned {
+  const typename V::T* x;
+  const typename V::T* d;
+  index_t n;
+  COMPACT_DETAIL_TARGET_AVX512 typename V::Reg operator()(index_t i) const {
+    constexpr index_t kLanes = index_t{1} << V::kLogLanes;
+    if (i + kLanes <= n) return V::mul(V::load(x + i), V::load(d + i));
+    if (i >= n) return typename V::Reg{};
+    alignas(64) typename V::T lanes[kLanes];
+    for (index_t k = 0; k < kLanes; ++k) lanes[k] = i + k < n ? x[i + k] * d[i + k] : typename V::T(0);
+    return V::load(lanes);
+  }
+};
+
+/// In-cache transform of x[0, 2^log_n), log_n >= kLogLanes: one first pass, then radix-16 passes.
+template <class V>
+COMPACT_DETAIL_TARGET_AVX512 inline void transform_block(typename V::T* x, int log_n) {
+  stages_from<V>(x, log_n, first_pass_of<V>(x, log_n, LoadInPlace<V>{x}));
+}
+
+/// Transforms of at most 2^kAvx512BlockLog elements run pass by pass in L1; longer ones are split into 2^m
 /// sub-blocks (m <= 4) transformed recursively while in cache, then joined by one radix-2^m pass (the top stages).
 template <class V>
 COMPACT_DETAIL_TARGET_AVX512 inline void transform_recursive(typename V::T* x, int log_n) {
-  constexpr int kBlockLog = sizeof(typename V::T) == 4 ? 12 : 11;
+  constexpr int kBlockLog = kAvx512BlockLog<typename V::T>;
   if (log_n <= kBlockLog) {
     transform_block<V>(x, log_n);
     return;
@@ -212,6 +253,16 @@ template <class T>
 COMPACT_DETAIL_TARGET_AVX512 void fwht_avx512(T* x, int log_n) {
   using V = std::conditional_t<std::is_same_v<T, float>, Avx512F32, Avx512F64>;
   transform_recursive<V>(x, log_n);
+}
+
+/// buf[0, 2^log_n) = H pad(x . d), the SRHT's signed, zero-padded transform of a row x[0, n) with signs d[0, n)
+/// (n <= 2^log_n; buf must not overlap x). The product x_k d_k (exact for d_k = +-1) is formed as the first pass
+/// loads x, so the row is read once and nothing beyond x[n - 1] is read. Requires kFwhtAvx512MinLog <= log_n <=
+/// kAvx512BlockLog (the caller takes another path otherwise).
+template <class T>
+COMPACT_DETAIL_TARGET_AVX512 void fwht_signed_avx512(const T* x, const T* d, index_t n, T* buf, int log_n) {
+  using V = std::conditional_t<std::is_same_v<T, float>, Avx512F32, Avx512F64>;
+  stages_from<V>(buf, log_n, first_pass_of<V>(buf, log_n, LoadSigned<V>{x, d, n}));
 }
 
 /// The smallest log2 length fwht_avx512 takes: one register.

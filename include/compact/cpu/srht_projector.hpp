@@ -3,6 +3,7 @@
 /// Projector<Cpu, Srht, float|double>: z = (1/sqrt(r)) FWHT(pad(x . d))[S], one length-n' transform per row.
 
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <new>
 #include <type_traits>
@@ -17,6 +18,7 @@
 #include "compact/cpu/dense_projector.hpp"
 #include "compact/cpu/eigen.hpp"
 #include "compact/cpu/fwht.hpp"
+#include "compact/cpu/srht_rows.hpp"
 
 namespace compact {
 namespace detail {
@@ -57,7 +59,8 @@ class AlignedScratch {
 ///
 /// n' = next_pow2(n); d (signs), S (the column sample, r ascending indices below n') and the fp32 scale
 /// 1/sqrt(r) are computed once by the constructor (O(n') time and memory). `sketch` applies P to each row of x in
-/// O(n' log n'): copy x . d into a length-n' buffer, zero the padding, fwht, gather S, scale. `unsketch_grad` is
+/// O(n' log n'): x . d zero-padded to n' and transformed in a length-n' buffer (the product formed by the FWHT's
+/// first pass, cpu/srht_rows.hpp), then S gathered and scaled. `unsketch_grad` is
 /// the exact adjoint: scatter g into S of a zeroed buffer, fwht, multiply by d and the scale, drop the padding.
 /// Rows run in parallel (detail::parallel_tasks, a fixed partition into tasks of kRowsPerTask rows); each thread
 /// uses one buffer of n' Scalars (scratch_bytes_per_thread()) and nothing else is allocated per row. Each row's
@@ -83,6 +86,7 @@ class Projector<Cpu, Srht, Scalar> {
     log_padded_ = log2_pow2(padded_);
     params_ = entry_params(state_, r_);
     sample_ = srht_sample(state_, n_, r_);
+    sample32_.assign(sample_.begin(), sample_.end());
     signs_.resize(static_cast<std::size_t>(n_));
     for (index_t b = 0; b * kSrhtSignBlockCols < n_; ++b) {
       const Words4x32 x = srht_sign_block(params_.key, params_.window, b);
@@ -185,13 +189,8 @@ class Projector<Cpu, Srht, Scalar> {
 
   /// z_row[j] = scale * (H pad(x_row . d))[S_j], using buf (n' Scalars).
   void sketch_row(const Scalar* x_row, Scalar* z_row, Scalar* buf, CpuIsa isa) const {
-    const Scalar* d = signs_.data();
-    for (index_t k = 0; k < n_; ++k) buf[k] = x_row[k] * d[k];  // exact: d_k = +-1
-    for (index_t k = n_; k < padded_; ++k) buf[k] = Scalar(0);
-    detail::fwht_unchecked(buf, log_padded_, isa);
-    const index_t* s = sample_.data();
-    const Scalar sc = scale();
-    for (index_t j = 0; j < r_; ++j) z_row[j] = buf[s[j]] * sc;
+    detail::srht_transform_row(x_row, signs_.data(), n_, buf, log_padded_, isa);
+    detail::srht_gather_row(buf, sample32_.data(), r_, scale(), z_row);
   }
 
   /// out_row[i] = alpha * (d_i * scale * (H scatter_S(g_row))[i]) (+ beta * out_row[i]), i < n.
@@ -216,6 +215,7 @@ class Projector<Cpu, Srht, Scalar> {
   int log_padded_ = 0;
   EntryParams params_{};
   std::vector<index_t> sample_;
+  std::vector<std::int32_t> sample32_;  // S as 32-bit indices (n' <= 2^20): half the gather's index traffic
   std::vector<Scalar> signs_;
 };
 
