@@ -34,6 +34,8 @@ COMPACT_FWHT_TARGET_AVX inline void avx_signed_first_pass(const typename V::T* x
       const index_t k0 = i + t * kLanes;
       if (k0 + kLanes <= n) {
         v[t] = V::mul(V::load(x + k0), V::load(d + k0));
+      } else if (k0 >= n) {
+        v[t] = typename V::Reg{};  // padding
       } else {
         alignas(32) T lanes[kLanes];
         for (index_t k = 0; k < kLanes; ++k) lanes[k] = k0 + k < n ? x[k0 + k] * d[k0 + k] : T(0);
