@@ -95,7 +95,7 @@ void BM_Sketch_Omp(benchmark::State& state, int load, index_t b, index_t n, inde
       for (index_t t = 0; t < tasks; ++t) {
         for (index_t row = t * kRows; row < std::min(b, (t + 1) * kRows); ++row) {
           compact::detail::srht_transform_row(x.data() + row * n, proj.signs().data(), n, buf, log_np, isa);
-          compact::detail::srht_gather_row(buf, sample.data(), r, proj.scale(), z.data() + row * r);
+          compact::detail::srht_gather_row(buf, sample.data(), r, proj.scale(), z.data() + row * r, false, isa);
         }
       }
     }

@@ -199,3 +199,28 @@ TEST_CASE_TEMPLATE("the SRHT's fused signed transform gives the unfused bits on 
         });
   }
 }
+
+TEST_CASE_TEMPLATE("the SRHT gather with streaming stores writes the bits of the plain gather at every alignment", T,
+                   float, double) {
+  const compact::index_t n = 4096;
+  std::vector<T> buf(static_cast<std::size_t>(n));
+  for (compact::index_t k = 0; k < n; ++k) buf[static_cast<std::size_t>(k)] = static_cast<T>(k) * T(0.37) - T(700);
+  for (CpuIsa isa : kAllIsas) {
+    if (!compact::cpu_isa_supported(isa)) continue;
+    for (const compact::index_t r : {compact::index_t{1}, compact::index_t{7}, compact::index_t{8},
+                                     compact::index_t{37}, compact::index_t{1024}}) {
+      std::vector<std::int32_t> sample(static_cast<std::size_t>(r));
+      for (compact::index_t j = 0; j < r; ++j)
+        sample[static_cast<std::size_t>(j)] = static_cast<std::int32_t>((j * 97) % n);
+      for (int offset = 0; offset < 8; ++offset) {  // z at every alignment mod 32 bytes (float) / 64 bytes (double)
+        std::vector<T> expect(static_cast<std::size_t>(r + 16), T(-1)), got = expect;
+        compact::detail::srht_gather_row(buf.data(), sample.data(), r, T(0.03125), expect.data() + offset, false,
+                                         CpuIsa::kScalar);
+        compact::detail::srht_gather_row(buf.data(), sample.data(), r, T(0.03125), got.data() + offset, true, isa);
+        CAPTURE(r);
+        CAPTURE(offset);
+        CHECK(compact_test::same_bits(got, expect));
+      }
+    }
+  }
+}

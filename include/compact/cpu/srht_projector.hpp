@@ -75,6 +75,8 @@ class Projector<Cpu, Srht, Scalar> {
  public:
   /// Rows of x (sketch) or g (unsketch_grad) per parallel task.
   static constexpr index_t kRowsPerTask = 8;
+  /// sketch writes z with streaming stores from this size of z up (larger than the L2 caches of two cores).
+  static constexpr std::size_t kStreamBytes = std::size_t{4} << 20;
 
   /// Requires 1 <= r <= n and next_pow2(n) <= kFwhtMaxLength.
   Projector(index_t n, index_t r, SketchState state) : n_(n), r_(r), state_(state) {
@@ -117,12 +119,14 @@ class Projector<Cpu, Srht, Scalar> {
     if (x.rows == 0) return;
     std::vector<detail::AlignedScratch<Scalar>> scratch(static_cast<std::size_t>(detail::max_threads()));
     const CpuIsa isa = active_cpu_isa();
+    // A sketch larger than the caches is written with streaming stores (see detail::srht_gather_row).
+    const bool stream = double(x.rows) * double(r_) * sizeof(Scalar) >= double(kStreamBytes);
     const index_t tasks = (x.rows + kRowsPerTask - 1) / kRowsPerTask;
     detail::parallel_tasks(tasks, transform_flops(x.rows), [&](index_t t, int thread) {
       Scalar* buf = scratch[static_cast<std::size_t>(thread)].get(static_cast<std::size_t>(padded_));
       const index_t b1 = (t + 1) * kRowsPerTask < x.rows ? (t + 1) * kRowsPerTask : x.rows;
       for (index_t b = t * kRowsPerTask; b < b1; ++b)
-        sketch_row(x.data + b * x.row_stride, z.data + b * z.row_stride, buf, isa);
+        sketch_row(x.data + b * x.row_stride, z.data + b * z.row_stride, buf, stream, isa);
     });
   }
 
@@ -188,9 +192,9 @@ class Projector<Cpu, Srht, Scalar> {
   double transform_flops(index_t rows) const { return double(rows) * double(padded_) * double(log_padded_ + 1); }
 
   /// z_row[j] = scale * (H pad(x_row . d))[S_j], using buf (n' Scalars).
-  void sketch_row(const Scalar* x_row, Scalar* z_row, Scalar* buf, CpuIsa isa) const {
+  void sketch_row(const Scalar* x_row, Scalar* z_row, Scalar* buf, bool stream, CpuIsa isa) const {
     detail::srht_transform_row(x_row, signs_.data(), n_, buf, log_padded_, isa);
-    detail::srht_gather_row(buf, sample32_.data(), r_, scale(), z_row);
+    detail::srht_gather_row(buf, sample32_.data(), r_, scale(), z_row, stream, isa);
   }
 
   /// out_row[i] = alpha * (d_i * scale * (H scatter_S(g_row))[i]) (+ beta * out_row[i]), i < n.

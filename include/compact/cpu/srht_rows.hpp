@@ -11,6 +11,10 @@
 #include <cstdint>
 #include <type_traits>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
 #include "compact/config.hpp"
 #include "compact/cpu/fwht.hpp"
 #include "compact/cpu/fwht_avx512.hpp"
@@ -97,9 +101,52 @@ void srht_transform_row(const T* x, const T* d, index_t n, T* buf, int log_n, Cp
   fwht_unchecked(buf, log_n, isa);
 }
 
-/// z[j] = buf[sample[j]] * scale for j < r.
+#if COMPACT_FWHT_HAS_AVX_PATH
+
+/// srht_gather_row with non-temporal stores: eight gathered values per 32-byte-aligned streaming store (the
+/// AVX2 gather instruction is slower than eight loads on Zen 2), scalar stores before the first aligned address
+/// and after the last full vector. Ends with sfence so that the stores are visible before the task completes.
 template <class T>
-inline void srht_gather_row(const T* buf, const std::int32_t* sample, index_t r, T scale, T* z) {
+COMPACT_FWHT_TARGET_AVX void srht_gather_row_stream(const T* buf, const std::int32_t* sample, index_t r, T scale,
+                                                    T* z) {
+  constexpr index_t kLanes = 32 / sizeof(T);
+  index_t j = 0;
+  for (; j < r && reinterpret_cast<std::uintptr_t>(z + j) % 32 != 0; ++j) z[j] = buf[sample[j]] * scale;
+  const std::int32_t* s = sample;
+  if constexpr (std::is_same_v<T, float>) {
+    const __m256 vs = _mm256_set1_ps(scale);
+    for (; j + kLanes <= r; j += kLanes) {
+      const __m256 v = _mm256_setr_ps(buf[s[j]], buf[s[j + 1]], buf[s[j + 2]], buf[s[j + 3]], buf[s[j + 4]],
+                                      buf[s[j + 5]], buf[s[j + 6]], buf[s[j + 7]]);
+      _mm256_stream_ps(z + j, _mm256_mul_ps(v, vs));
+    }
+  } else {
+    const __m256d vs = _mm256_set1_pd(scale);
+    for (; j + kLanes <= r; j += kLanes) {
+      const __m256d v = _mm256_setr_pd(buf[s[j]], buf[s[j + 1]], buf[s[j + 2]], buf[s[j + 3]]);
+      _mm256_stream_pd(z + j, _mm256_mul_pd(v, vs));
+    }
+  }
+  for (; j < r; ++j) z[j] = buf[sample[j]] * scale;
+  _mm_sfence();
+}
+
+#endif  // COMPACT_FWHT_HAS_AVX_PATH
+
+/// z[j] = buf[sample[j]] * scale for j < r. With `stream` (on a vector instruction set) z is written with
+/// non-temporal stores, which skip reading z's cache lines before writing them: for a sketch much larger than the
+/// caches that is a fifth less memory traffic (x read, z written instead of z read and written). Same bits.
+template <class T>
+inline void srht_gather_row(const T* buf, const std::int32_t* sample, index_t r, T scale, T* z, bool stream,
+                            CpuIsa isa) {
+#if COMPACT_FWHT_HAS_AVX_PATH
+  if (stream && isa != CpuIsa::kScalar) {
+    srht_gather_row_stream(buf, sample, r, scale, z);
+    return;
+  }
+#endif
+  (void)stream;
+  (void)isa;
   for (index_t j = 0; j < r; ++j) z[j] = buf[sample[j]] * scale;
 }
 
