@@ -13,6 +13,10 @@
 /// against SIMDe by tests/cpu/test_avx512_emulated.cpp (see cpu/isa.hpp). Intrinsics are chosen among those SIMDe
 /// 0.7.4 implements: the in-lane swaps use _mm512_shuffle_ps (it has no _mm512_permute_ps), the 128-bit lane swaps
 /// _mm512_shuffle_i32x4, the sign flips an integer xor (_mm512_xor_ps needs AVX-512 DQ).
+///
+/// The passes mirror the AVX path's templates in cpu/fwht.hpp but cannot share them: a function's target attribute
+/// is fixed where it is defined, and g++ and clang++ refuse to inline AVX-512 intrinsics into a function compiled
+/// for AVX (nor do lambdas inherit the attribute, hence the function objects below).
 
 #include <cstdint>
 #include <type_traits>

@@ -16,9 +16,11 @@
 /// _mm512_cvtps_pd, so the kernels use cvtepu32_ps on non-negative values, roundscale for the truncation, and the
 /// 256-bit conversion for double output; nor does it alias the __mmask16 type or _MM_FROUND_NO_EXC, which the
 /// kernels therefore do not name.
+///
+/// The structure follows the AVX2 kernels of cpu/generate.hpp (which it cannot share code with: the target attribute
+/// of a function is fixed where it is defined).
 
 #include <cstdint>
-#include <cstring>
 #include <type_traits>
 
 #include "compact/config.hpp"
