@@ -192,9 +192,9 @@ TEST_CASE_TEMPLATE("the SRHT's fused signed transform gives the unfused bits on 
     }
     const std::string isa_name = compact::cpu_isa_name(isa);
     CAPTURE(isa_name);
-    // Up to 2^13: lengths beyond one cache block (2^12 floats, 2^11 doubles) take the unfused sequence.
+    // Up to 2^16: beyond one cache block (2^12 floats, 2^11 doubles) the transform is blocked.
     compact_test::check_signed_transform_against_reference<T>(
-        0, 13, [isa](const T* x, const T* d, index_t n, T* buf, int log_n) {
+        0, 16, [isa](const T* x, const T* d, index_t n, T* buf, int log_n) {
           compact::detail::srht_transform_row(x, d, n, buf, log_n, isa);
         });
   }

@@ -261,12 +261,24 @@ COMPACT_DETAIL_TARGET_AVX512 void fwht_avx512(T* x, int log_n) {
 
 /// buf[0, 2^log_n) = H pad(x . d), the SRHT's signed, zero-padded transform of a row x[0, n) with signs d[0, n)
 /// (n <= 2^log_n; buf must not overlap x). The product x_k d_k (exact for d_k = +-1) is formed as the first pass
-/// loads x, so the row is read once and nothing beyond x[n - 1] is read. Requires kFwhtAvx512MinLog <= log_n <=
-/// kAvx512BlockLog (the caller takes another path otherwise).
+/// loads x, so the row is read once and nothing beyond x[n - 1] is read; longer transforms are blocked as in
+/// transform_recursive, the product formed by the first pass of each sub-block. Requires log_n >=
+/// kFwhtAvx512MinLog (the caller takes another path otherwise).
 template <class T>
 COMPACT_DETAIL_TARGET_AVX512 void fwht_signed_avx512(const T* x, const T* d, index_t n, T* buf, int log_n) {
   using V = std::conditional_t<std::is_same_v<T, float>, Avx512F32, Avx512F64>;
-  stages_from<V>(buf, log_n, first_pass_of<V>(buf, log_n, LoadSigned<V>{x, d, n}));
+  constexpr int kBlockLog = kAvx512BlockLog<T>;
+  if (log_n <= kBlockLog) {
+    stages_from<V>(buf, log_n, first_pass_of<V>(buf, log_n, LoadSigned<V>{x, d, n}));
+    return;
+  }
+  const int m = log_n - kBlockLog < 4 ? log_n - kBlockLog : 4;
+  const int sub = log_n - m;
+  for (int t = 0; t < (1 << m); ++t) {
+    const index_t offset = index_t{t} << sub, rest = n > offset ? n - offset : 0;  // x[offset, n) if any
+    fwht_signed_avx512(rest > 0 ? x + offset : x, rest > 0 ? d + offset : d, rest, buf + offset, sub);
+  }
+  radix_pass_of<V>(buf, index_t{1} << log_n, index_t{1} << sub, m);
 }
 
 /// The smallest log2 length fwht_avx512 takes: one register.

@@ -6,7 +6,7 @@
 /// n = 4096; here the first pass of the in-cache FWHT (cpu/fwht.hpp, cpu/fwht_avx512.hpp) loads x and d, multiplies
 /// and transforms in registers, so a row is read once. The products and the butterfly order are those of the
 /// unfused sequence, so the bits are unchanged. Transforms longer than one cache block (2^12 floats, 2^11 doubles)
-/// take the unfused sequence.
+/// are blocked as the FWHT blocks them, each sub-block's first pass reading its part of x.
 
 #include <cstdint>
 #include <type_traits>
@@ -52,10 +52,23 @@ COMPACT_FWHT_TARGET_AVX inline void avx_signed_first_pass(const typename V::T* x
   }
 }
 
-/// buf[0, 2^log_n) = H pad(x . d) on the 256-bit path; kLogLanes <= log_n <= fwht_block_log2<T>().
+/// buf[0, 2^log_n) = H pad(x . d) on the 256-bit path, log_n >= kLogLanes. Blocked as avx_recursive: transforms
+/// longer than one cache block are split into 2^m sub-blocks (each formed by its own signed first pass), then
+/// joined by the top stages.
 template <class T>
 COMPACT_FWHT_TARGET_AVX void fwht_signed_avx(const T* x, const T* d, index_t n, T* buf, int log_n) {
   using V = std::conditional_t<std::is_same_v<T, float>, AvxF32, AvxF64>;
+  constexpr int kBlock = fwht_block_log2<T>();
+  if (log_n > kBlock) {
+    const int m = log_n - kBlock < 3 ? log_n - kBlock : 3;
+    const int sub = log_n - m;
+    for (int t = 0; t < (1 << m); ++t) {
+      const index_t offset = index_t{t} << sub, rest = n > offset ? n - offset : 0;  // x[offset, n) if any
+      fwht_signed_avx(rest > 0 ? x + offset : x, rest > 0 ? d + offset : d, rest, buf + offset, sub);
+    }
+    avx_top_stages<V>(buf, sub, m);
+    return;
+  }
   const index_t np = index_t{1} << log_n;
   const int between = log_n - V::kLogLanes < 3 ? log_n - V::kLogLanes : 3;
   switch (between) {
@@ -83,14 +96,14 @@ COMPACT_FWHT_TARGET_AVX void fwht_signed_avx(const T* x, const T* d, index_t n, 
 template <class T>
 void srht_transform_row(const T* x, const T* d, index_t n, T* buf, int log_n, CpuIsa isa) {
 #if COMPACT_DETAIL_AVX512_COMPILED
-  if (isa == CpuIsa::kAvx512 && log_n >= avx512::kFwhtAvx512MinLog<T> && log_n <= avx512::kAvx512BlockLog<T>) {
+  if (isa == CpuIsa::kAvx512 && log_n >= avx512::kFwhtAvx512MinLog<T>) {
     avx512::fwht_signed_avx512(x, d, n, buf, log_n);
     return;
   }
 #endif
 #if COMPACT_FWHT_HAS_AVX_PATH
   constexpr int kMinLog = std::is_same_v<T, float> ? AvxF32::kLogLanes : AvxF64::kLogLanes;
-  if (isa != CpuIsa::kScalar && log_n >= kMinLog && log_n <= fwht_block_log2<T>()) {
+  if (isa != CpuIsa::kScalar && log_n >= kMinLog) {
     fwht_signed_avx(x, d, n, buf, log_n);
     return;
   }
