@@ -2,21 +2,33 @@
 /// Walsh-Hadamard transform per length, and the SRHT sketch against the Gaussian sketch, baselines in this binary.
 ///
 /// Rows:
-///   BM_Fwht_Cpu_<T>/path:<auto|portable|avx>/log2n:L   compact::fwht, one row of 2^L elements, one thread
+///   BM_Fwht_Cpu_<T>/path:<auto|scalar|avx2|avx512>/log2n:L  compact::fwht, one row of 2^L elements, one thread,
+///                                                          on each instruction set this CPU supports (auto = the
+///                                                          active one; avx2 is the previous implementation, the
+///                                                          baseline of the avx512 path)
 ///   BM_Fwht_Textbook_<T>/variant:scalar/log2n:L         the textbook triple loop with vectorization disabled
 ///   BM_Fwht_Textbook_<T>/variant:autovec/log2n:L        the same loop as the compiler vectorizes it
+///   BM_SrhtRow_Cpu_f32/variant:<fused|unfused>/n:N      one SRHT row, x . d zero-padded and transformed: the sign
+///                                                          product fused into the first pass, or the previous
+///                                                          separate sign pass then fwht (one thread, row in L2)
 ///   BM_Sketch_Cpu_<Srht|Gaussian>/B:../n:../r:..         z = x P on all threads (fp32)
 ///   BM_Unsketch_Cpu_<Srht|Gaussian>/m:../n:../r:..       W = alpha g P^T + W on all threads (fp32), r = n/4 only
+///   BM_Copy_Memcpy/B:../n:..                             memcpy of x (B x n fp32) on the same threads and tasks:
+///                                                          the copy bandwidth the SRHT sketch is set against
 /// Shapes: L = 8 .. 20; B in {256, 4096}, n in {1024, 4096}, r in {n/8, n/4, n/2}. The Gaussian B = 4096, n = 4096
 /// shapes run only at r = n/4 unless COMPACT_BENCH_FULL=1 (they take about a second each on two cores).
 ///
 /// Counters: GFLOP/s counts the additions and subtractions actually done (n log2 n per transform, 2 B n r for a
-/// dense sketch); rows/s counts transformed rows. Bytes processed: the array once (FWHT, in place), x and z
-/// (sketch), g and W (unsketch).
+/// dense sketch); rows/s counts transformed rows. Bytes processed: the array once (FWHT, in place), x read and z
+/// written (sketch), g and W (unsketch), x read and its copy written (memcpy): sketch and memcpy both count the
+/// bytes read plus the bytes written, so their bytes_per_second compare directly.
 #include <benchmark/benchmark.h>
 
 #include <compact/compact.hpp>
 
+#include "bench_support.hpp"
+
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <random>
@@ -27,7 +39,8 @@
 namespace {
 
 using compact::index_t;
-using Matrix = compact::RowMatrix<float>;
+using compact_bench::Matrix;
+using compact_bench::random_matrix;
 
 const compact::SketchState kState{2024, 1, 0};
 
@@ -65,7 +78,7 @@ void textbook_fwht_scalar(T* x, index_t n) {
   }
 }
 
-enum class Impl { kAuto, kPortable, kAvx, kTextbookScalar, kTextbookAutovec };
+enum class Impl { kAuto, kScalar, kAvx2, kAvx512, kTextbookScalar, kTextbookAutovec };
 
 template <class T>
 void fwht_with(Impl impl, T* x, index_t n) {
@@ -73,11 +86,14 @@ void fwht_with(Impl impl, T* x, index_t n) {
     case Impl::kAuto:
       compact::fwht(x, n);
       break;
-    case Impl::kPortable:
-      compact::fwht(x, n, compact::FwhtPath::kPortable);
+    case Impl::kScalar:
+      compact::fwht(x, n, compact::CpuIsa::kScalar);
       break;
-    case Impl::kAvx:
-      compact::fwht(x, n, compact::FwhtPath::kAvx);
+    case Impl::kAvx2:
+      compact::fwht(x, n, compact::CpuIsa::kAvx2);
+      break;
+    case Impl::kAvx512:
+      compact::fwht(x, n, compact::CpuIsa::kAvx512);
       break;
     case Impl::kTextbookScalar:
       textbook_fwht_scalar(x, n);
@@ -113,14 +129,6 @@ void BM_Fwht(benchmark::State& state, Impl impl, int log_n) {
       benchmark::Counter(double(n) * double(log_n) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["rows/s"] = benchmark::Counter(1.0, benchmark::Counter::kIsIterationInvariantRate);
   state.SetBytesProcessed(state.iterations() * n * index_t(sizeof(T)));
-}
-
-Matrix random_matrix(index_t rows, index_t cols, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
-  Matrix m(rows, cols);
-  for (index_t k = 0; k < m.size(); ++k) m.data()[k] = uni(rng);
-  return m;
 }
 
 template <class Dist>
@@ -167,28 +175,80 @@ template <class T>
 void add_fwht(const std::string& type) {
   struct Named {
     const char* name;
+    const char* variant;
     Impl impl;
   };
-  std::vector<Named> impls{{"BM_Fwht_Cpu_", Impl::kAuto}, {"BM_Fwht_Cpu_", Impl::kPortable}};
-  if (compact::detail::fwht_avx_available()) impls.push_back({"BM_Fwht_Cpu_", Impl::kAvx});
-  impls.push_back({"BM_Fwht_Textbook_", Impl::kTextbookScalar});
-  impls.push_back({"BM_Fwht_Textbook_", Impl::kTextbookAutovec});
+  std::vector<Named> impls{{"BM_Fwht_Cpu_", "/path:auto", Impl::kAuto},
+                           {"BM_Fwht_Cpu_", "/path:scalar", Impl::kScalar}};
+  if (compact::cpu_isa_supported(compact::CpuIsa::kAvx2)) impls.push_back({"BM_Fwht_Cpu_", "/path:avx2", Impl::kAvx2});
+  if (compact::cpu_isa_supported(compact::CpuIsa::kAvx512)) {
+    impls.push_back({"BM_Fwht_Cpu_", "/path:avx512", Impl::kAvx512});
+  }
+  impls.push_back({"BM_Fwht_Textbook_", "/variant:scalar", Impl::kTextbookScalar});
+  impls.push_back({"BM_Fwht_Textbook_", "/variant:autovec", Impl::kTextbookAutovec});
   for (const Named& im : impls) {
-    const char* variant = im.impl == Impl::kAuto             ? "/path:auto"
-                          : im.impl == Impl::kPortable       ? "/path:portable"
-                          : im.impl == Impl::kAvx            ? "/path:avx"
-                          : im.impl == Impl::kTextbookScalar ? "/variant:scalar"
-                                                             : "/variant:autovec";
     for (int log_n = 8; log_n <= 20; ++log_n) {
-      const std::string name = std::string(im.name) + type + variant + "/log2n:" + std::to_string(log_n);
+      const std::string name = std::string(im.name) + type + im.variant + "/log2n:" + std::to_string(log_n);
       benchmark::RegisterBenchmark(name.c_str(), BM_Fwht<T>, im.impl, log_n)->Unit(benchmark::kMicrosecond);
     }
   }
 }
 
+/// One SRHT row of length n (x . d zero-padded to n', transformed) on the active instruction set: fused (the sign
+/// product formed by the first pass, as the projector does) or the previous sequence (a separate sign pass into the
+/// buffer, then the transform). Same bits; the row stays in L2.
+void BM_SrhtRow(benchmark::State& state, bool fused, index_t n) {
+  const index_t np = compact::next_pow2(n);
+  const int log_np = compact::log2_pow2(np);
+  std::vector<float> x(static_cast<std::size_t>(n)), d(static_cast<std::size_t>(n));
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+  for (float& v : x) v = uni(rng);
+  for (float& v : d) v = rng() & 1u ? -1.0f : 1.0f;
+  compact::detail::AlignedScratch<float> storage;
+  float* buf = storage.get(static_cast<std::size_t>(np));
+  const compact::CpuIsa isa = compact::active_cpu_isa();
+  for (auto _ : state) {
+    if (fused) {
+      compact::detail::srht_transform_row(x.data(), d.data(), n, buf, log_np, isa);
+    } else {
+      for (index_t k = 0; k < n; ++k) buf[k] = x[k] * d[k];
+      for (index_t k = n; k < np; ++k) buf[k] = 0.0f;
+      compact::detail::fwht_unchecked(buf, log_np, isa);
+    }
+    benchmark::DoNotOptimize(buf);
+    benchmark::ClobberMemory();
+  }
+  state.counters["rows/s"] = benchmark::Counter(1.0, benchmark::Counter::kIsIterationInvariantRate);
+  state.SetBytesProcessed(state.iterations() * n * index_t(sizeof(float)));
+}
+
+/// memcpy of x (B x n fp32) into another matrix, rows split into the SRHT sketch's tasks on the same threads.
+void BM_Copy_Memcpy(benchmark::State& state, index_t b, index_t n) {
+  const Matrix x = random_matrix(b, n, 1);
+  Matrix y(b, n);
+  constexpr index_t kRows = compact::Projector<compact::Cpu, compact::Srht, float>::kRowsPerTask;
+  for (auto _ : state) {
+    compact::detail::parallel_tasks((b + kRows - 1) / kRows, 1e12, [&](index_t t, int) {
+      const index_t r0 = t * kRows, rows = std::min(kRows, b - r0);
+      std::memcpy(y.data() + r0 * n, x.data() + r0 * n, static_cast<std::size_t>(rows * n) * sizeof(float));
+    });
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(state.iterations() * 2 * b * n * index_t(sizeof(float)));  // read + written
+}
+
 void register_all() {
   add_fwht<float>("f32");
   add_fwht<double>("f64");
+  for (const index_t n : {1024, 3000, 4096}) {
+    for (const bool fused : {true, false}) {
+      const std::string name =
+          std::string("BM_SrhtRow_Cpu_f32/variant:") + (fused ? "fused" : "unfused") + "/n:" + std::to_string(n);
+      benchmark::RegisterBenchmark(name.c_str(), BM_SrhtRow, fused, n)->Unit(benchmark::kMicrosecond);
+    }
+  }
   const char* full_env = std::getenv("COMPACT_BENCH_FULL");
   const bool full = full_env != nullptr && std::string(full_env) == "1";
   using Body = void (*)(benchmark::State&, index_t, index_t, index_t);
@@ -199,6 +259,8 @@ void register_all() {
   };
   for (const index_t b : {256, 4096}) {
     for (const index_t n : {1024, 4096}) {
+      const std::string copy = "BM_Copy_Memcpy/B:" + std::to_string(b) + "/n:" + std::to_string(n);
+      benchmark::RegisterBenchmark(copy.c_str(), BM_Copy_Memcpy, b, n)->UseRealTime()->Unit(benchmark::kMillisecond);
       for (const index_t div : {8, 4, 2}) {
         const index_t r = n / div;
         add("BM_Sketch_Cpu_Srht", BM_Sketch<compact::Srht>, "B", b, n, r);
@@ -216,11 +278,4 @@ void register_all() {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  register_all();
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
-}
+int main(int argc, char** argv) { return compact_bench::run_benchmarks(argc, argv, register_all); }

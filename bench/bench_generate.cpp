@@ -1,15 +1,21 @@
 // SPDX-License-Identifier: MIT
-/// Entry generation rate on one core: compact's panels (AVX2 and reference loop) against std::mt19937 and libtorch.
+/// Entry generation rate on one core: compact's panels (every instruction set, reference loop) against std::mt19937
+/// and libtorch.
 ///
 /// Each iteration fills one panel of `rows` x `cols` fp32 entries (the shape the dense projectors generate at a
 /// time); items/s is entries per second. Targets (docs/benchmarks.md): Gaussian >= 0.5 G/s, Rademacher >= 3 G/s.
+/// BM_Generate_Cpu_<Dist> runs the active instruction set (compact::active_cpu_isa(), recorded in the context as
+/// compact_cpu_isa), BM_Generate_Isa_<Dist>/isa:<avx2|avx512> each vector instruction set this CPU supports.
 #include <benchmark/benchmark.h>
 
 #include <compact/compact.hpp>
 #include <compact/cpu/generate.hpp>
 
+#include "bench_support.hpp"
+
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
 #if defined(COMPACT_BENCH_HAS_TORCH)
@@ -108,6 +114,19 @@ void panel_shapes(benchmark::internal::Benchmark* b) {
   b->Args({128, 1024})->Args({1024, 4096});
 }
 
+/// BM_Generate_Isa_<Dist>/isa:<name>/rows/cols for every vector instruction set this CPU supports.
+void register_isa_rows() {
+  for (compact::CpuIsa isa : {compact::CpuIsa::kAvx2, compact::CpuIsa::kAvx512}) {
+    if (!compact::cpu_isa_supported(isa)) continue;
+    const std::string suffix = std::string("/isa:") + compact::cpu_isa_name(isa);
+    benchmark::RegisterBenchmark(("BM_Generate_Isa_Gaussian" + suffix).c_str(), BM_Generate_Cpu<compact::Gaussian>, isa)
+        ->Apply(panel_shapes);
+    benchmark::RegisterBenchmark(("BM_Generate_Isa_Rademacher" + suffix).c_str(), BM_Generate_Cpu<compact::Rademacher>,
+                                 isa)
+        ->Apply(panel_shapes);
+  }
+}
+
 BENCHMARK(BM_Generate_Cpu_Gaussian)->Apply(panel_shapes);
 BENCHMARK(BM_Generate_Reference_Gaussian)->Apply(panel_shapes);
 BENCHMARK(BM_Generate_Mt19937_Gaussian)->Apply(panel_shapes);
@@ -117,4 +136,4 @@ BENCHMARK(BM_Generate_Mt19937_Rademacher)->Apply(panel_shapes);
 
 }  // namespace
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) { return compact_bench::run_benchmarks(argc, argv, register_isa_rows); }

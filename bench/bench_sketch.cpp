@@ -14,6 +14,8 @@
 #include <compact/compact.hpp>
 #include <compact/cpu/blas.hpp>
 
+#include "bench_support.hpp"
+
 #include <cmath>
 #include <cstdlib>
 #include <random>
@@ -27,7 +29,8 @@
 namespace {
 
 using compact::index_t;
-using Matrix = compact::RowMatrix<float>;
+using compact_bench::Matrix;
+using compact_bench::random_matrix;
 
 const compact::SketchState kState{2024, 1, 0};
 constexpr float kAlpha = -0.01f;
@@ -37,14 +40,6 @@ const char* const kEngine = "blas";
 #else
 const char* const kEngine = "eigen";
 #endif
-
-Matrix random_matrix(index_t rows, index_t cols, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
-  Matrix m(rows, cols);
-  for (index_t k = 0; k < m.size(); ++k) m.data()[k] = uni(rng);
-  return m;
-}
 
 /// C = a * b (a: m x k, b: k x n) on this binary's engine, all threads.
 void engine_product(const Matrix& a, const Matrix& b, Matrix& c) {
@@ -218,10 +213,5 @@ int main(int argc, char** argv) {
   // libtorch and OpenMP to the same count up front so that every row, ours and the baselines, uses the same cores.
   torch::set_num_threads(compact::detail::max_threads());
 #endif
-  register_all();
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+  return compact_bench::run_benchmarks(argc, argv, register_all);
 }

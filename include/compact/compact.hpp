@@ -31,11 +31,16 @@
 
 #if !defined(__CUDACC__)
 // CPU backend (Eigen).
+#include "compact/cpu/isa.hpp"
+#include "compact/cpu/task_pool.hpp"
 #include "compact/cpu/eigen.hpp"
 #include "compact/cpu/blas.hpp"
+#include "compact/cpu/generate_avx512.hpp"
 #include "compact/cpu/generate.hpp"
 #include "compact/cpu/dense_projector.hpp"
+#include "compact/cpu/fwht_avx512.hpp"
 #include "compact/cpu/fwht.hpp"
+#include "compact/cpu/srht_rows.hpp"
 #include "compact/cpu/srht_projector.hpp"
 #include "compact/cpu/compressed_grad.hpp"
 #include "compact/cpu/optimizer.hpp"

@@ -4,7 +4,7 @@
 ///
 /// Opt-in BLAS: define COMPACT_USE_BLAS and link a CBLAS (CMake: -DCOMPACT_USE_BLAS=ON finds OpenBLAS, see
 /// cmake/CompactBlas.cmake). The dense projectors split every product into a fixed grid of tiles and run one
-/// single-threaded GEMM per tile on compact's OpenMP team (`serial_gemm`), so the bits never depend on a thread
+/// single-threaded GEMM per tile on compact's task pool (`serial_gemm`), so the bits never depend on a thread
 /// count. OpenBLAS's own threaded GEMM does not have that property (its k blocking differs between one and several
 /// threads), and calling a threaded OpenBLAS from several OpenMP threads would oversubscribe the cores; so while a
 /// projector runs, `SerialBlasScope` sets OpenBLAS to one thread and restores the previous count afterwards. A
@@ -134,18 +134,10 @@ void serial_gemm(index_t m, index_t n, index_t k, Scalar alpha, const Scalar* a,
       product(ConstRowMap<Scalar>(b, k, n, Eigen::OuterStride<>(ldb)));
     }
   };
-#if defined(_OPENMP)
-  if (!omp_in_parallel() && omp_get_max_threads() > 1) {
-    // Outside a team Eigen would split this product over its own threads, with a k blocking that depends on their
-    // number; inside a team it runs on the calling thread with the one-thread blocking, as on compact's tasks.
-#pragma omp parallel num_threads(2)
-    {
-#pragma omp master
-      run();
-    }
-    return;
-  }
-#endif
+  // Eigen would split the product over omp_get_max_threads() threads, with a k blocking that depends on their
+  // number; with this thread's OpenMP thread count at 1 it runs here with the one-thread blocking, as on compact's
+  // tasks, and forms no team (whose closing barrier could wait for a descheduled thread on a loaded machine).
+  const OneOpenMpThread one_thread;
   run();
 #endif
 }

@@ -2,6 +2,10 @@
 #pragma once
 /// Eigen glue for the CPU backend: RowMatrix, mapping a MatrixView, and the thread partition helper.
 
+#include <algorithm>
+#include <memory>
+#include <type_traits>
+
 // GCC 12 reports a false positive inside Eigen's AVX-512 kernels (`__Y may be used uninitialized` at -O3, `__Y is used
 // uninitialized` at -O2, in avx512fintrin.h inlined from Eigen's GEMM packing; GCC bug 105593) whenever AVX-512 is
 // enabled, e.g. by -march=native on an AVX-512 machine. The warning is silenced for the lines of Eigen's headers only:
@@ -24,6 +28,7 @@
 #include "compact/config.hpp"
 #include "compact/core/checked_size.hpp"
 #include "compact/core/view.hpp"
+#include "compact/cpu/task_pool.hpp"
 
 #if defined(_OPENMP)
 #include <omp.h>
@@ -115,11 +120,13 @@ MatrixView<Scalar> as_mutable_view(Eigen::Ref<RowMatrix<Scalar>> m) {
   return MatrixView<Scalar>(m.data(), m.rows(), m.cols(), m.outerStride());
 }
 
-/// Whether parallel_tasks(tasks, flops, ...) starts an OpenMP team (else it runs the tasks on the calling thread).
+/// Whether parallel_tasks(tasks, flops, ...) runs on compact's task pool (else on the calling thread alone): not
+/// without OpenMP (the thread count is OpenMP's), inside an OpenMP region or another call's task, or when `flops`
+/// is too small to pay for waking a team.
 inline bool uses_team(index_t tasks, double flops) {
 #if defined(_OPENMP)
   constexpr double kMinParallelFlops = 2.0e6;
-  return tasks > 1 && flops >= kMinParallelFlops && omp_get_max_threads() > 1 && !omp_in_parallel();
+  return tasks > 1 && flops >= kMinParallelFlops && omp_get_max_threads() > 1 && !omp_in_parallel() && !in_pool_task;
 #else
   (void)tasks;
   (void)flops;
@@ -137,26 +144,29 @@ inline int max_threads() {
 }
 
 /// The largest thread index + 1 that parallel_tasks(tasks, flops, ...) passes to its body.
-inline int team_size(index_t tasks, double flops) { return uses_team(tasks, flops) ? max_threads() : 1; }
+inline int team_size(index_t tasks, double flops) {
+  return uses_team(tasks, flops) ? static_cast<int>(std::min<index_t>(max_threads(), tasks)) : 1;
+}
 
-/// Runs body(task, thread_index) for task in [0, tasks) on the OpenMP team (serially without OpenMP, or when
-/// `flops` is too small to pay for a team). The partition into tasks never depends on the thread count, and every
-/// GEMM issued inside runs single-threaded (Eigen detects the enclosing parallel region), so results are bitwise
-/// identical for any number of threads.
+/// Runs body(task, thread_index) for task in [0, tasks) on compact's task pool (cpu/task_pool.hpp) with up to
+/// omp_get_max_threads() threads, thread_index in [0, team_size(tasks, flops)); serially without OpenMP, inside an OpenMP
+/// region or another call's task, or when `flops` is too small to pay for waking a team. The partition into tasks
+/// never depends on the thread count, and every GEMM issued inside runs single-threaded (the thread's OpenMP thread
+/// count is 1 while body runs, so Eigen's GEMM keeps its one-thread blocking), so results are bitwise identical
+/// for any number of threads. Body must not throw.
 template <class Body>
 void parallel_tasks(index_t tasks, double flops, Body&& body) {
-#if defined(_OPENMP)
-  if (uses_team(tasks, flops)) {
-#pragma omp parallel
-    {
-      const int thread = omp_get_thread_num();
-#pragma omp for schedule(static)
-      for (index_t t = 0; t < tasks; ++t) body(t, thread);
-    }
-    return;
+  const int team = team_size(tasks, flops);
+  const OneOpenMpThread one_thread;
+  if (team > 1) {
+    using B = std::remove_reference_t<Body>;
+    const TaskPool::TaskFn call = [](void* ctx, index_t t, int slot) { (*static_cast<B*>(ctx))(t, slot); };
+    in_pool_task = true;
+    const bool ran = TaskPool::instance().try_run(tasks, team - 1, call,
+                                                  const_cast<void*>(static_cast<const void*>(std::addressof(body))));
+    in_pool_task = false;
+    if (ran) return;
   }
-#endif
-  (void)flops;
   for (index_t t = 0; t < tasks; ++t) body(t, 0);
 }
 

@@ -14,6 +14,8 @@
 #include <type_traits>
 
 #include "compact/config.hpp"
+#include "compact/cpu/fwht_avx512.hpp"
+#include "compact/cpu/isa.hpp"
 
 // The 256-bit path uses AVX instructions only (vaddps, vsubps, vxorps, vpermilps, vperm2f128), so every AVX2 CPU
 // runs it. It is compiled with a target attribute and chosen at run time, so no -mavx/-march flag is needed; with
@@ -33,7 +35,8 @@ namespace compact {
 /// Longest transform supported: 2^20 elements (4 MiB of float).
 inline constexpr index_t kFwhtMaxLength = index_t{1} << 20;
 
-/// Which implementation fwht uses. All give the same bits; kAuto takes kAvx where the CPU has AVX.
+/// Which implementation fwht uses (the older spelling of CpuIsa, kept for its callers): kAuto = active_cpu_isa(),
+/// kPortable = CpuIsa::kScalar, kAvx = CpuIsa::kAvx2 (the 256-bit path). All give the same bits.
 enum class FwhtPath { kAuto, kPortable, kAvx };
 
 namespace detail {
@@ -165,6 +168,7 @@ struct AvxF32 {
   COMPACT_FWHT_TARGET_AVX static void store(T* p, Reg v) { _mm256_storeu_ps(p, v); }
   COMPACT_FWHT_TARGET_AVX static Reg add(Reg a, Reg b) { return _mm256_add_ps(a, b); }
   COMPACT_FWHT_TARGET_AVX static Reg sub(Reg a, Reg b) { return _mm256_sub_ps(a, b); }
+  COMPACT_FWHT_TARGET_AVX static Reg mul(Reg a, Reg b) { return _mm256_mul_ps(a, b); }
   /// Stages 0, 1, 2 inside one register, in that order.
   COMPACT_FWHT_TARGET_AVX static Reg in_register_stages(Reg v) {
     const Reg m0 = _mm256_setr_ps(0.0f, -0.0f, 0.0f, -0.0f, 0.0f, -0.0f, 0.0f, -0.0f);
@@ -185,6 +189,7 @@ struct AvxF64 {
   COMPACT_FWHT_TARGET_AVX static void store(T* p, Reg v) { _mm256_storeu_pd(p, v); }
   COMPACT_FWHT_TARGET_AVX static Reg add(Reg a, Reg b) { return _mm256_add_pd(a, b); }
   COMPACT_FWHT_TARGET_AVX static Reg sub(Reg a, Reg b) { return _mm256_sub_pd(a, b); }
+  COMPACT_FWHT_TARGET_AVX static Reg mul(Reg a, Reg b) { return _mm256_mul_pd(a, b); }
   /// Stages 0, 1 inside one register, in that order.
   COMPACT_FWHT_TARGET_AVX static Reg in_register_stages(Reg v) {
     const Reg m0 = _mm256_setr_pd(0.0, -0.0, 0.0, -0.0);
@@ -312,52 +317,55 @@ COMPACT_FWHT_TARGET_AVX void fwht_avx(T* x, int log_n) {
 }
 #endif  // COMPACT_FWHT_HAS_AVX_PATH
 
-/// True when the AVX path can run here: compiled in, and the CPU and OS support AVX.
-inline bool fwht_avx_available() {
-#if COMPACT_FWHT_HAS_AVX_PATH
-#if defined(__AVX__)
-  return true;
-#else
-  static const bool available = __builtin_cpu_supports("avx") != 0;
-  return available;
-#endif
-#else
-  return false;
-#endif
-}
+/// True when the 256-bit path can run here (CpuIsa::kAvx2 is supported).
+inline bool fwht_avx_available() { return COMPACT_FWHT_HAS_AVX_PATH && cpu_isa_supported(CpuIsa::kAvx2); }
 
-/// The transform without argument checks: x[0, 2^log_n), path kPortable or kAvx (kAvx must be available).
+/// The transform without argument checks: x[0, 2^log_n) on the path of `isa`, which must be supported. Transforms
+/// shorter than one AVX-512 register take the 256-bit path on kAvx512.
 template <class T>
-inline void fwht_unchecked(T* x, int log_n, bool use_avx) {
+inline void fwht_unchecked(T* x, int log_n, CpuIsa isa) {
+#if COMPACT_DETAIL_AVX512_COMPILED
+  if (isa == CpuIsa::kAvx512 && log_n >= avx512::kFwhtAvx512MinLog<T>) {
+    avx512::fwht_avx512(x, log_n);
+    return;
+  }
+#endif
 #if COMPACT_FWHT_HAS_AVX_PATH
-  if (use_avx) {
+  if (isa != CpuIsa::kScalar) {
     fwht_avx(x, log_n);
     return;
   }
 #endif
-  (void)use_avx;
+  (void)isa;
   fwht_portable(x, log_n);
 }
 
 }  // namespace detail
 
-/// In place: x[0, n) <- H x, H the n x n Sylvester Hadamard matrix (H[i][k] = (-1)^popcount(i & k), no scaling).
+/// In place: x[0, n) <- H x, H the n x n Sylvester Hadamard matrix (H[i][k] = (-1)^popcount(i & k), no scaling), on
+/// the instruction set `isa`.
 ///
-/// Requires T = float or double, n a power of two in [1, kFwhtMaxLength], x non-null (n elements, any alignment).
-/// Butterfly order as in the file comment; every path gives the same bits. `path` = kAvx throws compact::error
-/// where the AVX path is unavailable (not compiled in, or the CPU lacks AVX).
+/// Requires T = float or double, n a power of two in [1, kFwhtMaxLength], x non-null (n elements, any alignment),
+/// and `isa` supported by this build and CPU (cpu_isa_supported); otherwise throws compact::error. Butterfly order as
+/// in the file comment; every instruction set gives the same bits.
 template <class T>
-void fwht(T* x, index_t n, FwhtPath path = FwhtPath::kAuto) {
+void fwht(T* x, index_t n, CpuIsa isa) {
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "compact::fwht: T must be float or double");
   COMPACT_REQUIRE(n >= 1 && n <= kFwhtMaxLength && (n & (n - 1)) == 0,
                   "fwht: length n = " << n << " must be a power of two in [1, " << kFwhtMaxLength << "]");
   COMPACT_REQUIRE(x != nullptr, "fwht: argument x is null with length n = " << n);
-  COMPACT_REQUIRE(path != FwhtPath::kAvx || detail::fwht_avx_available(),
-                  "fwht: path kAvx requested but the AVX path is unavailable on this build or CPU");
-  const bool use_avx = path == FwhtPath::kAvx || (path == FwhtPath::kAuto && detail::fwht_avx_available());
+  COMPACT_REQUIRE(cpu_isa_supported(isa),
+                  "fwht: instruction set " << cpu_isa_name(isa) << " requested but unavailable on this build or CPU");
   int log_n = 0;
   while ((index_t{1} << log_n) < n) ++log_n;
-  detail::fwht_unchecked(x, log_n, use_avx);
+  detail::fwht_unchecked(x, log_n, isa);
+}
+
+/// fwht on the path `path` (kAuto: active_cpu_isa(); kAvx throws compact::error where the 256-bit path is
+/// unavailable).
+template <class T>
+void fwht(T* x, index_t n, FwhtPath path = FwhtPath::kAuto) {
+  fwht(x, n, path == FwhtPath::kAuto ? active_cpu_isa() : path == FwhtPath::kAvx ? CpuIsa::kAvx2 : CpuIsa::kScalar);
 }
 
 }  // namespace compact

@@ -3,18 +3,20 @@
 /// Panel generation for the dense CPU projectors: 8-lane AVX2 Philox4x32-10, Box-Muller and bit expansion.
 ///
 /// `detail::fill_dense_panel` writes the same bits as the reference loop `detail::fill_dense_panel_scalar`
-/// (core/entries.hpp) and picks its implementation once per process: the AVX2 + FMA path when the CPU has both
-/// (checked at run time, so the library needs no -mavx2), the reference loop otherwise. The AVX2 path performs
-/// exactly the reference's IEEE operations (same fma sequence, same roundings, the same integer conversions), lane
-/// by lane, so its results are bit-identical; tests/cpu/test_generate.cpp checks this on many panels.
+/// (core/entries.hpp) on the active instruction set (cpu/isa.hpp, checked at run time, so the library needs no -m
+/// flags): the AVX-512 path (cpu/generate_avx512.hpp), the AVX2 + FMA path below, or the reference loop. The AVX2 path
+/// performs exactly the reference's IEEE operations (same fma sequence, same roundings, the same integer conversions),
+/// lane by lane, so its results are bit-identical; tests/cpu/test_generate.cpp checks this on many panels.
 
 #include <cstdint>
 #include <type_traits>
 
 #include "compact/config.hpp"
 #include "compact/core/entries.hpp"
+#include "compact/cpu/generate_avx512.hpp"
+#include "compact/cpu/isa.hpp"
 
-#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__)) && !defined(__CUDACC__)
+#if COMPACT_DETAIL_HAS_X86_PATHS
 #include <immintrin.h>
 #define COMPACT_DETAIL_HAS_AVX2_PATH 1
 /// Compiles one function for AVX2 + FMA whatever the translation unit's -m flags; only called after a CPU check.
@@ -26,24 +28,14 @@
 namespace compact {
 namespace detail {
 
-/// The instruction sets panel generation can use; every one produces identical bits.
-enum class GenerateIsa { kScalar, kAvx2 };
+/// The instruction sets panel generation can use (the older name of CpuIsa); every one produces identical bits.
+using GenerateIsa = CpuIsa;
 
-/// True when this CPU runs the AVX2 + FMA path (checked once per process).
-inline bool cpu_has_avx2_fma() {
-#if COMPACT_DETAIL_HAS_AVX2_PATH
-  static const bool has = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  }();
-  return has;
-#else
-  return false;
-#endif
-}
+/// True when this CPU runs the AVX2 + FMA path.
+inline bool cpu_has_avx2_fma() { return cpu_isa_supported(CpuIsa::kAvx2); }
 
-/// The fastest instruction set available on this CPU.
-inline GenerateIsa best_generate_isa() { return cpu_has_avx2_fma() ? GenerateIsa::kAvx2 : GenerateIsa::kScalar; }
+/// The instruction set panel generation uses now (active_cpu_isa()).
+inline GenerateIsa best_generate_isa() { return active_cpu_isa(); }
 
 #if COMPACT_DETAIL_HAS_AVX2_PATH
 
@@ -369,7 +361,7 @@ COMPACT_DETAIL_TARGET_AVX2 inline void fill_rademacher_panel_avx2(const EntryPar
 #endif  // COMPACT_DETAIL_HAS_AVX2_PATH
 
 /// Writes P[i0:i1, j0:j1] of a dense distribution into out (row-major, leading dimension ld >= j1 - j0), in fp32
-/// converted to Scalar, with the given instruction set (GenerateIsa::kAvx2 requires cpu_has_avx2_fma()).
+/// converted to Scalar, with the given instruction set (which must be supported: cpu_isa_supported(isa)).
 ///
 /// Every instruction set gives the bits of fill_dense_panel_scalar. Preconditions (unchecked, internal):
 /// 0 <= i0 <= i1 <= kMaxDim, 0 <= j0 <= j1 <= kMaxDim.
@@ -381,8 +373,18 @@ void fill_dense_panel_with(GenerateIsa isa, const EntryParams& p, index_t i0, in
   static_assert(std::is_same_v<Scalar, float> || std::is_same_v<Scalar, double>,
                 "compact::detail::fill_dense_panel: Scalar must be float or double");
   if (i0 >= i1 || j0 >= j1) return;
+#if COMPACT_DETAIL_AVX512_COMPILED
+  if (isa == CpuIsa::kAvx512) {
+    if constexpr (std::is_same_v<Dist, Gaussian>) {
+      avx512::fill_gaussian_panel_avx512(p, i0, i1, j0, j1, out, ld);
+    } else {
+      avx512::fill_rademacher_panel_avx512(p, i0, i1, j0, j1, out, ld);
+    }
+    return;
+  }
+#endif
 #if COMPACT_DETAIL_HAS_AVX2_PATH
-  if (isa == GenerateIsa::kAvx2) {
+  if (isa == CpuIsa::kAvx2) {
     if constexpr (std::is_same_v<Dist, Gaussian>) {
       fill_gaussian_panel_avx2(p, i0, i1, j0, j1, out, ld);
     } else {
@@ -395,10 +397,10 @@ void fill_dense_panel_with(GenerateIsa isa, const EntryParams& p, index_t i0, in
   fill_dense_panel_scalar<Dist>(p, i0, i1, j0, j1, out, ld, [](float v) { return static_cast<Scalar>(v); });
 }
 
-/// fill_dense_panel_with on the best instruction set of this CPU.
+/// fill_dense_panel_with on the active instruction set (active_cpu_isa()).
 template <class Dist, class Scalar>
 void fill_dense_panel(const EntryParams& p, index_t i0, index_t i1, index_t j0, index_t j1, Scalar* out, index_t ld) {
-  fill_dense_panel_with<Dist>(best_generate_isa(), p, i0, i1, j0, j1, out, ld);
+  fill_dense_panel_with<Dist>(active_cpu_isa(), p, i0, i1, j0, j1, out, ld);
 }
 
 }  // namespace detail

@@ -3,6 +3,7 @@
 /// Projector<Cpu, Srht, float|double>: z = (1/sqrt(r)) FWHT(pad(x . d))[S], one length-n' transform per row.
 
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <new>
 #include <type_traits>
@@ -17,6 +18,7 @@
 #include "compact/cpu/dense_projector.hpp"
 #include "compact/cpu/eigen.hpp"
 #include "compact/cpu/fwht.hpp"
+#include "compact/cpu/srht_rows.hpp"
 
 namespace compact {
 namespace detail {
@@ -58,7 +60,8 @@ class AlignedScratch {
 ///
 /// n' = next_pow2(n); d (signs), S (the column sample, r ascending indices below n') and the fp32 scale
 /// 1/sqrt(r) are computed once by the constructor (O(n') time and memory). `sketch` applies P to each row of x in
-/// O(n' log n'): copy x . d into a length-n' buffer, zero the padding, fwht, gather S, scale. `unsketch_grad` is
+/// O(n' log n'): x . d zero-padded to n' and transformed in a length-n' buffer (the product formed by the FWHT's
+/// first pass, cpu/srht_rows.hpp), then S gathered and scaled. `unsketch_grad` is
 /// the exact adjoint: scatter g into S of a zeroed buffer, fwht, multiply by d and the scale, drop the padding.
 /// Rows run in parallel (detail::parallel_tasks, a fixed partition into tasks of kRowsPerTask rows); each thread
 /// uses one buffer of n' Scalars (scratch_bytes_per_thread()), allocated per call before the team starts or lent by
@@ -74,6 +77,8 @@ class Projector<Cpu, Srht, Scalar> {
  public:
   /// Rows of x (sketch) or g (unsketch_grad) per parallel task.
   static constexpr index_t kRowsPerTask = 8;
+  /// sketch writes z with streaming stores from this size of z up (larger than the L2 caches of two cores).
+  static constexpr std::size_t kStreamBytes = std::size_t{4} << 20;
 
   /// Requires 1 <= r <= n and next_pow2(n) <= kFwhtMaxLength.
   Projector(index_t n, index_t r, SketchState state) : n_(n), r_(r), state_(state) {
@@ -85,10 +90,11 @@ class Projector<Cpu, Srht, Scalar> {
     log_padded_ = log2_pow2(padded_);
     params_ = entry_params(state_, r_);
     // O(n') memory (at most a few MiB): an allocation failure is reported as compact::error like every other.
-    const std::size_t bytes = static_cast<std::size_t>(padded_) * (sizeof(index_t) + sizeof(std::uint64_t)) +
+    const std::size_t bytes = static_cast<std::size_t>(padded_) * (sizeof(index_t) + sizeof(std::int32_t) + sizeof(std::uint64_t)) +
                               static_cast<std::size_t>(n_) * sizeof(Scalar);
     detail::allocating("Projector<Cpu, Srht>", "the column sample and signs", bytes, [&] {
       sample_ = srht_sample(state_, n_, r_);
+      sample32_.assign(sample_.begin(), sample_.end());
       signs_.resize(static_cast<std::size_t>(n_));
     });
     for (index_t b = 0; b * kSrhtSignBlockCols < n_; ++b) {
@@ -208,30 +214,32 @@ class Projector<Cpu, Srht, Scalar> {
                                      static_cast<std::size_t>(thread) * buffer_stride());
   }
 
-  /// Runs row_fn(row, buffer, avx) for every row in [0, rows) on the thread team (fixed tasks of kRowsPerTask
+  /// Runs row_fn(row, buffer, isa) for every row in [0, rows) on the thread team (fixed tasks of kRowsPerTask
   /// rows), each thread with its own transform buffer from `scratch`.
   template <class RowFn>
   void for_each_row(index_t rows, const CpuScratch& scratch, RowFn&& row_fn) const {
-    const bool avx = detail::fwht_avx_available();
+    const CpuIsa isa = active_cpu_isa();
     const index_t tasks = (rows + kRowsPerTask - 1) / kRowsPerTask;
     detail::parallel_tasks(tasks, transform_flops(rows), [&](index_t t, int thread) {
       Scalar* buf = thread_buffer(scratch, thread);
       const index_t end = (t + 1) * kRowsPerTask < rows ? (t + 1) * kRowsPerTask : rows;
-      for (index_t row = t * kRowsPerTask; row < end; ++row) row_fn(row, buf, avx);
+      for (index_t row = t * kRowsPerTask; row < end; ++row) row_fn(row, buf, isa);
     });
   }
 
   void sketch_unchecked(const MatrixView<const Scalar>& x, const MatrixView<Scalar>& z,
                         const CpuScratch& scratch) const {
-    for_each_row(x.rows, scratch, [&](index_t b, Scalar* buf, bool avx) {
-      sketch_row(x.data + b * x.row_stride, z.data + b * z.row_stride, buf, avx);
+    // A sketch larger than the caches is written with streaming stores (see detail::srht_gather_row).
+    const bool stream = double(x.rows) * double(r_) * sizeof(Scalar) >= double(kStreamBytes);
+    for_each_row(x.rows, scratch, [&](index_t b, Scalar* buf, CpuIsa isa) {
+      sketch_row(x.data + b * x.row_stride, z.data + b * z.row_stride, buf, stream, isa);
     });
   }
 
   void unsketch_unchecked(const MatrixView<const Scalar>& g, const MatrixView<Scalar>& out, Scalar alpha, Scalar beta,
                           const CpuScratch& scratch) const {
-    for_each_row(g.rows, scratch, [&](index_t m, Scalar* buf, bool avx) {
-      unsketch_row(g.data + m * g.row_stride, out.data + m * out.row_stride, alpha, beta, buf, avx);
+    for_each_row(g.rows, scratch, [&](index_t m, Scalar* buf, CpuIsa isa) {
+      unsketch_row(g.data + m * g.row_stride, out.data + m * out.row_stride, alpha, beta, buf, isa);
     });
   }
 
@@ -239,22 +247,17 @@ class Projector<Cpu, Srht, Scalar> {
   double transform_flops(index_t rows) const { return double(rows) * double(padded_) * double(log_padded_ + 1); }
 
   /// z_row[j] = scale * (H pad(x_row . d))[S_j], using buf (n' Scalars).
-  void sketch_row(const Scalar* x_row, Scalar* z_row, Scalar* buf, bool avx) const {
-    const Scalar* d = signs_.data();
-    for (index_t k = 0; k < n_; ++k) buf[k] = x_row[k] * d[k];  // exact: d_k = +-1
-    for (index_t k = n_; k < padded_; ++k) buf[k] = Scalar(0);
-    detail::fwht_unchecked(buf, log_padded_, avx);
-    const index_t* s = sample_.data();
-    const Scalar sc = scale();
-    for (index_t j = 0; j < r_; ++j) z_row[j] = buf[s[j]] * sc;
+  void sketch_row(const Scalar* x_row, Scalar* z_row, Scalar* buf, bool stream, CpuIsa isa) const {
+    detail::srht_transform_row(x_row, signs_.data(), n_, buf, log_padded_, isa);
+    detail::srht_gather_row(buf, sample32_.data(), r_, scale(), z_row, stream, isa);
   }
 
   /// out_row[i] = alpha * (d_i * scale * (H scatter_S(g_row))[i]) (+ beta * out_row[i]), i < n.
-  void unsketch_row(const Scalar* g_row, Scalar* out_row, Scalar alpha, Scalar beta, Scalar* buf, bool avx) const {
+  void unsketch_row(const Scalar* g_row, Scalar* out_row, Scalar alpha, Scalar beta, Scalar* buf, CpuIsa isa) const {
     std::memset(static_cast<void*>(buf), 0, static_cast<std::size_t>(padded_) * sizeof(Scalar));
     const index_t* s = sample_.data();
     for (index_t j = 0; j < r_; ++j) buf[s[j]] = g_row[j];
-    detail::fwht_unchecked(buf, log_padded_, avx);
+    detail::fwht_unchecked(buf, log_padded_, isa);
     const Scalar* d = signs_.data();
     const Scalar sc = scale();
     if (beta == Scalar(0)) {
@@ -271,6 +274,7 @@ class Projector<Cpu, Srht, Scalar> {
   int log_padded_ = 0;
   EntryParams params_{};
   std::vector<index_t> sample_;
+  std::vector<std::int32_t> sample32_;  // S as 32-bit indices (n' <= 2^20): half the gather's index traffic
   std::vector<Scalar> signs_;
 };
 
