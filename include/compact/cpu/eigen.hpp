@@ -162,8 +162,10 @@ void parallel_tasks(index_t tasks, double flops, Body&& body) {
     using B = std::remove_reference_t<Body>;
     const TaskPool::TaskFn call = [](void* ctx, index_t t, int slot) { (*static_cast<B*>(ctx))(t, slot); };
     in_pool_task = true;
-    const bool ran = TaskPool::instance().try_run(tasks, team - 1, call,
-                                                  const_cast<void*>(static_cast<const void*>(std::addressof(body))));
+    TaskPool* pool = TaskPool::instance();
+    const bool ran =
+        pool != nullptr &&
+        pool->try_run(tasks, team - 1, call, const_cast<void*>(static_cast<const void*>(std::addressof(body))));
     in_pool_task = false;
     if (ran) return;
   }
