@@ -5,11 +5,74 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "projector_api.hpp"
 #include "support.hpp"
+
+namespace compact_test {
+/// A distribution added the way docs/design.md says ("Adding a distribution or a backend"), here in the test: a tag,
+/// its DistributionTraits (with a shape rule of its own), a CPU engine on ProjectorCore, and the Projector
+/// specialization on CpuProjector. P[i][j] = 1 when j = i mod r, else 0 (CountSketch with a fixed hash and signs).
+struct ToyCountSketch {};
+}  // namespace compact_test
+
+namespace compact {
+template <>
+struct DistributionTraits<compact_test::ToyCountSketch> {
+  static constexpr bool kIsDistribution = true;
+  static constexpr const char* kName = "ToyCountSketch";
+  static constexpr std::uint32_t kRecordCode = 99;
+  static void check_shape(const char* fn, index_t, index_t r) {
+    COMPACT_REQUIRE(r >= 2, fn << ": ToyCountSketch needs r >= 2, got r = " << r);
+  }
+};
+
+namespace detail {
+template <class Scalar>
+class ToyCountSketchEngine : public ProjectorCore {
+ public:
+  using scalar_type = Scalar;
+  ToyCountSketchEngine(index_t n, index_t r, SketchState state)
+      : ProjectorCore(compact_test::ToyCountSketch{}, "Projector", n, r, state) {}
+  static std::size_t workspace_bytes(index_t n, index_t r) {
+    check_projector_shape<compact_test::ToyCountSketch>("Projector::workspace_bytes", n, r);
+    return 0;
+  }
+  std::size_t scratch_bytes(index_t) const { return 0; }
+  void sketch(MatrixView<const Scalar> x, MatrixView<Scalar> z) const {
+    check_sketch_args(x, z, n_, r_);
+    for (index_t b = 0; b < x.rows; ++b) {
+      for (index_t j = 0; j < r_; ++j) z(b, j) = 0;
+      for (index_t i = 0; i < n_; ++i) z(b, i % r_) += x(b, i);
+    }
+  }
+  void unsketch_grad(MatrixView<const Scalar> g, MatrixView<Scalar> out, compute_t<Scalar> alpha = 1,
+                     compute_t<Scalar> beta = 0) const {
+    check_unsketch_args(g, out, n_, r_);
+    for (index_t m = 0; m < g.rows; ++m) {
+      for (index_t i = 0; i < n_; ++i) out(m, i) = alpha * g(m, i % r_) + (beta == 0 ? Scalar(0) : beta * out(m, i));
+    }
+  }
+  void materialize(MatrixView<Scalar> p) const {
+    check_view("Projector::materialize", "p", p, n_, "n", r_, "r");
+    for (index_t i = 0; i < n_; ++i) {
+      for (index_t j = 0; j < r_; ++j) p(i, j) = j == i % r_ ? Scalar(1) : Scalar(0);
+    }
+  }
+};
+}  // namespace detail
+
+template <class Scalar>
+class Projector<Cpu, compact_test::ToyCountSketch, Scalar>
+    : public detail::CpuProjector<detail::ToyCountSketchEngine<Scalar>> {
+ public:
+  using detail::CpuProjector<detail::ToyCountSketchEngine<Scalar>>::CpuProjector;
+};
+}  // namespace compact
 
 namespace {
 
@@ -127,6 +190,35 @@ TEST_CASE("alpha and beta keep double precision for a double projector") {
   // Rademacher entries are +-1/sqrt(8): each output is alpha times a sum the GEMM rounds once per term; the scaled
   // result differs from alpha * one by at most the rounding of that one product, |alpha * one| 2^-52 each.
   CHECK(((scaled - alpha * one).cwiseAbs() - one.cwiseAbs() * std::ldexp(2.0, -52)).maxCoeff() <= 0.0);
+}
+
+}  // namespace
+
+namespace {
+
+using Toy = compact::Projector<Cpu, compact_test::ToyCountSketch, float>;
+static_assert(compact_test::has_projector_api<Cpu, compact_test::ToyCountSketch, float>());
+
+TEST_CASE("a distribution added through DistributionTraits and one engine gets the core and the Eigen conveniences") {
+  // The shape check: the entry spec's rule, then the toy's own, with the same function names as every projector.
+  CHECK(compact_test::error_of([] { Toy(16, 17, {}); }) ==
+        "compact: Projector: rank r = 17 must satisfy 1 <= r <= n = 16");
+  CHECK(compact_test::error_of([] { Toy(16, 1, {}); }) == "compact: Projector: ToyCountSketch needs r >= 2, got r = 1");
+  CHECK(compact_test::error_of([] { Toy::workspace_bytes(16, 1); }).find("needs r >= 2") != std::string::npos);
+  const Toy p(10, 4, SketchState{1, 2, 3});
+  CHECK(p.in_dim() == 10);
+  CHECK(p.rank() == 4);
+  CHECK(p.state() == SketchState{1, 2, 3});
+  // The Eigen conveniences, written once in CpuProjector, on integer-valued data (every sum exact in float).
+  compact::RowMatrix<float> x(3, 10);
+  for (index_t k = 0; k < x.size(); ++k) x.data()[k] = float(k % 7) - 3.0f;
+  const compact::RowMatrix<float> pm = p.materialize();
+  CHECK(p.sketch(x) == x * pm);
+  const compact::RowMatrix<float> g = p.sketch(x);
+  CHECK(p.unsketch_grad(g) == g * pm.transpose());
+  compact::RowMatrix<float> out = x;
+  p.unsketch_grad(g, out, 2.0f, 1.0f);
+  CHECK(out == 2.0f * (g * pm.transpose()) + x);
 }
 
 }  // namespace

@@ -2,9 +2,6 @@
 #pragma once
 /// Distribution tags (Gaussian, Rademacher, Srht) and DistributionTraits, through which a distribution declares itself.
 
-#include <cstdint>
-#include <type_traits>
-
 namespace compact {
 
 /// Dense P with i.i.d. N(0, 1/r) entries (Box-Muller on Philox4x32-10).
@@ -19,8 +16,8 @@ struct Srht {};
 ///   static constexpr bool kIsDistribution = true;
 ///   static constexpr const char* kName;               // "Gaussian", as error messages and records name it
 ///   static constexpr std::uint32_t kRecordCode;       // the code an optimizer checkpoint record carries (1, 2, 3)
-///   static void check_shape(const char* fn, index_t n, index_t r);   // the distribution's own rule beyond
-///                                                      // 1 <= r <= n <= kMaxDim (e.g. SRHT: next_pow2(n) <= 2^20)
+///   static void check_shape(const char* fn, index_t n, index_t r);  // its own rule beyond 1 <= r <= n <= kMaxDim,
+///                                                                    // e.g. SRHT: next_pow2(n) <= 2^20
 /// Every projector of every backend checks its shape through detail::check_projector_shape (core/projector_core.hpp),
 /// which applies the common rule and then check_shape. The primary template is no distribution.
 template <class Dist>
