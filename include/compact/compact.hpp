@@ -2,8 +2,8 @@
 #pragma once
 /// The only include a user needs: every public header of compact, in dependency order.
 ///
-/// In a translation unit compiled by nvcc the CPU (Eigen) backend is left out and the CUDA backend is included;
-/// everywhere else the CPU backend is included.
+/// The CPU (Eigen) backend is always included; in a translation unit compiled by nvcc the CUDA backend is too, so one
+/// .cu file can use both (e.g. check a GPU result against the CPU's bit for bit).
 
 // Configuration and host/device-neutral core.
 #include "compact/config.hpp"
@@ -12,12 +12,12 @@
 #include "compact/core/state.hpp"
 #include "compact/core/tags.hpp"
 #include "compact/core/view.hpp"
+#include "compact/core/workspace.hpp"
 #include "compact/core/entries.hpp"
 #include "compact/core/srht.hpp"
 #include "compact/core/convert.hpp"
 #include "compact/core/grid.hpp"
 #include "compact/core/block.hpp"
-#include "compact/core/workspace.hpp"
 #include "compact/core/panel_schedule.hpp"
 #include "compact/core/vec16.hpp"
 #include "compact/core/dense_panel.hpp"
@@ -27,13 +27,15 @@
 #include "compact/core/srht_select.hpp"
 #include "compact/core/srht_workspace.hpp"
 #include "compact/core/projector_fwd.hpp"
+#include "compact/core/projector_core.hpp"
 #include "compact/core/memory.hpp"
 
-#if !defined(__CUDACC__)
-// CPU backend (Eigen).
+// CPU backend (Eigen), in every translation unit.
+#include "compact/cpu/backend.hpp"
 #include "compact/cpu/isa.hpp"
 #include "compact/cpu/task_pool.hpp"
 #include "compact/cpu/eigen.hpp"
+#include "compact/cpu/projector.hpp"
 #include "compact/cpu/blas.hpp"
 #include "compact/cpu/generate_avx512.hpp"
 #include "compact/cpu/generate.hpp"
@@ -44,7 +46,6 @@
 #include "compact/cpu/srht_projector.hpp"
 #include "compact/cpu/compressed_grad.hpp"
 #include "compact/cpu/optimizer.hpp"
-#endif
 
 #if defined(__CUDACC__)
 // CUDA backend (nvcc only): kernels, cuBLAS glue, projectors, Thrust conveniences.

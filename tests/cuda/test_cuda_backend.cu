@@ -22,6 +22,8 @@
 
 #include <compact/compact.hpp>
 
+#include "projector_api.hpp"
+
 namespace {
 
 using compact::index_t;
@@ -93,25 +95,12 @@ std::vector<T> download(const thrust::device_vector<T>& d) {
   return h;
 }
 
-/// P (n x r, row-major) from the entry specification, in fp32: dense_entry, or srht_entry on srht_sample.
+/// P (n x r, row-major, fp32) as the CPU backend gives it, in this same nvcc translation unit (the CPU tests check it
+/// against the entry specification: dense_entry, or srht_entry on srht_sample).
 template <class Dist>
 std::vector<float> spec_matrix(const SketchState& s, index_t n, index_t r) {
-  const compact::EntryParams p = compact::entry_params(s, r);
-  std::vector<float> m(static_cast<std::size_t>(n * r));
-  std::vector<index_t> sample;
-  if constexpr (std::is_same_v<Dist, compact::Srht>) sample = compact::srht_sample(s, n, r);
-  for (index_t i = 0; i < n; ++i) {
-    for (index_t j = 0; j < r; ++j) {
-      float e;
-      if constexpr (std::is_same_v<Dist, compact::Srht>) {
-        e = compact::srht_entry(p, i, sample[static_cast<std::size_t>(j)]);
-      } else {
-        e = compact::dense_entry<Dist>(p, i, j);
-      }
-      m[static_cast<std::size_t>(i * r + j)] = e;
-    }
-  }
-  return m;
+  const compact::RowMatrix<float> p = compact::Projector<compact::Cpu, Dist, float>(n, r, s).materialize();
+  return std::vector<float>(p.data(), p.data() + p.size());
 }
 
 /// A projector with its workspace (recommended size, or `bytes` when nonzero).
@@ -945,7 +934,33 @@ TEST_SUITE("host") {
     CHECK(srht.find("is not 256-byte aligned") != std::string::npos);
     CHECK(message([&] {
             S(1 << 21, 16, {}, compact::Cuda{}, {aligned, 1 << 30});
-          }).find("at most 1048576") != std::string::npos);
+          }).find("pads to n' = 2097152 > 1048576") != std::string::npos);
+  }
+
+  // The shared API (tests/projector_api.hpp), for every CUDA projector and, in this same translation unit, the CPU's.
+  static_assert(compact_test::has_projector_api<compact::Cuda, compact::Gaussian, float>());
+  static_assert(compact_test::has_projector_api<compact::Cuda, compact::Gaussian, __half>());
+  static_assert(compact_test::has_projector_api<compact::Cuda, compact::Rademacher, __nv_bfloat16>());
+  static_assert(compact_test::has_projector_api<compact::Cuda, compact::Srht, float>());
+  static_assert(compact_test::has_projector_api<compact::Cuda, compact::Srht, __nv_bfloat16>());
+  static_assert(compact_test::has_projector_api<compact::Cpu, compact::Gaussian, double>());
+  static_assert(compact_test::has_projector_api<compact::Cpu, compact::Srht, float>());
+
+  TEST_CASE("one .cu translation unit uses both backends: one shape check with one message, one spec") {
+    CHECK(compact_test::shape_refusals<compact::Cuda, compact::Gaussian, __nv_bfloat16>() ==
+          compact_test::shape_refusals<compact::Cpu, compact::Gaussian, float>());
+    CHECK(compact_test::shape_refusals<compact::Cuda, compact::Srht, float>() ==
+          compact_test::shape_refusals<compact::Cpu, compact::Srht, double>());
+    // The CPU backend runs here as host code: its P is the entry specification, which the GPU tests compare against.
+    const SketchState s{3, 4, 5};
+    const compact::RowMatrix<float> p =
+        compact::Projector<compact::Cpu, compact::Gaussian, float>(40, 9, s).materialize();
+    const compact::EntryParams e = compact::entry_params(s, 9);
+    index_t wrong = 0;
+    for (index_t i = 0; i < 40; ++i) {
+      for (index_t j = 0; j < 9; ++j) wrong += bits(p(i, j)) != bits(compact::gaussian_entry(e, i, j));
+    }
+    CHECK(wrong == 0);
   }
 }
 

@@ -15,6 +15,15 @@ namespace compact {
 /// Largest n (and r) the entry specification supports: rows 0xFFFFFFFE and 0xFFFFFFFF are reserved (SRHT).
 inline constexpr index_t kMaxDim = index_t{0xFFFFFFFD};
 
+namespace detail {
+/// The shape rule of the entry specification, 1 <= r <= n <= kMaxDim, checked for function `fn`. Projectors check it
+/// through check_projector_shape (core/projector_core.hpp), which adds the distribution's own rule.
+inline void check_spec_shape(const char* fn, index_t n, index_t r) {
+  COMPACT_REQUIRE(n >= 1 && n <= kMaxDim, fn << ": input dimension n = " << n << " must be in [1, " << kMaxDim << "]");
+  COMPACT_REQUIRE(r >= 1 && r <= n, fn << ": rank r = " << r << " must satisfy 1 <= r <= n = " << n);
+}
+}  // namespace detail
+
 /// The fp32 scale 1/sqrt(r), computed as 1.0f / sqrt(float(r)) with both operations correctly rounded.
 COMPACT_HOST_DEVICE inline float rank_scale(index_t r) {
   const float root = fp32::sqrt(static_cast<float>(r));
@@ -60,6 +69,22 @@ COMPACT_HOST_DEVICE inline EntryParams entry_params(const SketchState& s, index_
   return EntryParams{philox_key(s), s.window, rank_scale(r)};
 }
 
+/// Gaussian and Rademacher (entry spec v1): no shape rule beyond 1 <= r <= n <= kMaxDim.
+template <>
+struct DistributionTraits<Gaussian> {
+  static constexpr bool kIsDistribution = true;
+  static constexpr const char* kName = "Gaussian";
+  static constexpr std::uint32_t kRecordCode = 1;
+  static void check_shape(const char*, index_t, index_t) {}
+};
+template <>
+struct DistributionTraits<Rademacher> {
+  static constexpr bool kIsDistribution = true;
+  static constexpr const char* kName = "Rademacher";
+  static constexpr std::uint32_t kRecordCode = 2;
+  static void check_shape(const char*, index_t, index_t) {}
+};
+
 /// Gaussian columns per Philox block.
 inline constexpr index_t kGaussianBlockCols = 4;
 /// Rademacher columns per Philox block (128 bits).
@@ -96,6 +121,11 @@ namespace detail {
 
 /// Writes P[i0:i1, j0:j1] of a dense distribution, row-major with leading dimension ld, converting with Convert.
 /// Reference-order host/device loop: one Philox block per (row, block) and only the needed lanes stored.
+/// Convert may be a host-only callable (the CPU backend passes lambdas): nvcc's host/device call check is disabled for
+/// this template, whose device instantiations are only ever made with device callables.
+#if defined(__CUDACC__)
+#pragma nv_exec_check_disable
+#endif
 template <class Dist, class Out, class Convert>
 COMPACT_HOST_DEVICE inline void fill_dense_panel_scalar(const EntryParams& p, index_t i0, index_t i1, index_t j0,
                                                         index_t j1, Out* out, index_t ld, Convert convert) {

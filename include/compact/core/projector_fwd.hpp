@@ -9,20 +9,32 @@ namespace compact {
 /// Seeded random projection P (n x r), regenerated from its SketchState, never stored.
 ///
 /// Specializations: Projector<Cpu, Gaussian|Rademacher|Srht, float|double> (compact/cpu/) and
-/// Projector<Cuda, Gaussian|Rademacher|Srht, float|__half|__nv_bfloat16> (compact/cuda/, under nvcc).
-/// API of every specialization:
-///   Projector(index_t n, index_t r, SketchState state);             // 1 <= r <= n
+/// Projector<Cuda, Gaussian|Rademacher|Srht, float|__half|__nv_bfloat16> (compact/cuda/, under nvcc; one TU may use
+/// both backends). Every one derives from detail::ProjectorCore (core/projector_core.hpp), which checks the shape.
+/// The API, the same on both backends (C = compute_t<Scalar>: float, or double for double):
+///   Projector(index_t n, index_t r, SketchState state);                  // Cpu; 1 <= r <= n, plus the
+///   Projector(index_t n, index_t r, SketchState state, Cuda, Workspace); // Cuda  distribution's rule
+///   index_t in_dim() const;  index_t rank() const;  SketchState state() const;
+///   static std::size_t workspace_bytes(index_t n, index_t r);  // the Workspace to lend; no projector, no device
 ///   void sketch(MatrixView<const Scalar> x /*B x n*/, MatrixView<Scalar> z /*B x r*/) const;   // z = x P
 ///   void unsketch_grad(MatrixView<const Scalar> g /*m x r*/, MatrixView<Scalar> out /*m x n*/,
-///                      Scalar alpha = 1, Scalar beta = 0) const;     // out = alpha g P^T + beta out
-///   void materialize(MatrixView<Scalar> p /*n x r*/) const;          // P itself
+///                      C alpha = 1, C beta = 0) const;             // out = alpha g P^T + beta out
+///   void materialize(MatrixView<Scalar> p /*n x r*/) const;        // P itself
+/// What each backend adds, because it must:
+///   Cpu:  the Workspace is lent per call (sketch/unsketch_grad overloads taking one, scratch_bytes(rows) for one
+///         call's exact need); Eigen conveniences (sketch(x), unsketch_grad(g), materialize() by value).
+///   Cuda: the Workspace is lent to the constructor; min_workspace_bytes(n, r); a per-call stream overload of every
+///         operation; backend() and device().
 template <class Backend, class Dist, class Scalar = float>
 class Projector {
-  static_assert(detail::always_false<Backend>,
+  static_assert(detail::is_distribution<Dist>,
+                "compact::Projector<Backend, Dist, Scalar>: Dist is not a distribution (no DistributionTraits "
+                "specialization, see compact/core/tags.hpp)");
+  static_assert(!detail::is_distribution<Dist>,  // only one of the two messages fires
                 "compact::Projector<Backend, Dist, Scalar>: this combination has no implementation. Supported: "
-                "Backend = compact::Cpu with Dist = Gaussian|Rademacher|Srht and Scalar = float|double (include "
-                "<compact/compact.hpp>); Backend = compact::Cuda with Scalar = float|__half|__nv_bfloat16 (compile "
-                "with nvcc).");
+                "Backend = compact::Cpu with Scalar = float|double (include <compact/compact.hpp>); Backend = "
+                "compact::Cuda with Scalar = float|__half|__nv_bfloat16 (compile with nvcc); or the header of Dist's "
+                "backend file was not included.");
 };
 
 }  // namespace compact

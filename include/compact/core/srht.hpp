@@ -17,6 +17,7 @@
 #include "compact/core/entries.hpp"
 #include "compact/core/philox.hpp"
 #include "compact/core/state.hpp"
+#include "compact/core/tags.hpp"
 
 namespace compact {
 
@@ -35,6 +36,23 @@ COMPACT_HOST_DEVICE inline constexpr index_t next_pow2(index_t n) {
   while (p < n) p *= 2;
   return p;
 }
+
+/// Longest padded row n' = next_pow2(n) of an SRHT, on every backend: 2^20 (the CPU's longest FWHT, and the GPU's
+/// two-pass transform).
+inline constexpr index_t kSrhtMaxPaddedDim = index_t{1} << 20;
+
+/// Srht (entry spec v1): n' = next_pow2(n) must not exceed kSrhtMaxPaddedDim.
+template <>
+struct DistributionTraits<Srht> {
+  static constexpr bool kIsDistribution = true;
+  static constexpr const char* kName = "Srht";
+  static constexpr std::uint32_t kRecordCode = 3;
+  static void check_shape(const char* fn, index_t n, index_t) {
+    COMPACT_REQUIRE(next_pow2(n) <= kSrhtMaxPaddedDim,
+                    fn << ": input dimension n = " << n << " pads to n' = " << next_pow2(n) << " > "
+                       << kSrhtMaxPaddedDim << ", the longest supported Walsh-Hadamard transform");
+  }
+};
 
 /// log2 of a power of two p >= 1 (the number of FWHT stages of a length-p transform).
 COMPACT_HOST_DEVICE inline int log2_pow2(index_t p) {
@@ -107,9 +125,7 @@ COMPACT_HOST_DEVICE inline float srht_entry(const EntryParams& p, index_t i, ind
 /// depend on the selection algorithm: (s_k, k) is a total order, so the r smallest form a unique set.
 /// Requires 1 <= r <= n <= kMaxDim.
 inline std::vector<index_t> srht_sample(const SketchState& state, index_t n, index_t r) {
-  COMPACT_REQUIRE(n >= 1 && n <= kMaxDim,
-                  "srht_sample: input dimension n = " << n << " must be in [1, " << kMaxDim << "]");
-  COMPACT_REQUIRE(r >= 1 && r <= n, "srht_sample: rank r = " << r << " must satisfy 1 <= r <= n = " << n);
+  detail::check_spec_shape("srht_sample", n, r);
   const index_t np = next_pow2(n);
   const Key2x32 key = philox_key(state);
   struct Scored {

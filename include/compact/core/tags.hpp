@@ -1,8 +1,6 @@
 // SPDX-License-Identifier: MIT
 #pragma once
-/// Tag types: distributions (Gaussian, Rademacher, Srht) and the CPU backend (Cpu).
-
-#include <type_traits>
+/// Distribution tags (Gaussian, Rademacher, Srht) and DistributionTraits, through which a distribution declares itself.
 
 namespace compact {
 
@@ -13,16 +11,24 @@ struct Rademacher {};
 /// Subsampled randomized Hadamard transform: P = D H S / sqrt(r), applied in O(n log n) per row.
 struct Srht {};
 
-/// The Eigen backend (host memory, OpenMP threads where enabled).
-struct Cpu {};
+/// What a distribution says about itself, written once next to its entry specification: core/entries.hpp for
+/// Gaussian and Rademacher, core/srht.hpp for Srht. A specialization holds
+///   static constexpr bool kIsDistribution = true;
+///   static constexpr const char* kName;               // "Gaussian", as error messages and records name it
+///   static constexpr std::uint32_t kRecordCode;       // the code an optimizer checkpoint record carries (1, 2, 3)
+///   static void check_shape(const char* fn, index_t n, index_t r);  // its own rule beyond 1 <= r <= n <= kMaxDim,
+///                                                                    // e.g. SRHT: next_pow2(n) <= 2^20
+/// Every projector of every backend checks its shape through detail::check_projector_shape (core/projector_core.hpp),
+/// which applies the common rule and then check_shape. The primary template is no distribution.
+template <class Dist>
+struct DistributionTraits {
+  static constexpr bool kIsDistribution = false;
+};
 
 namespace detail {
-template <class T>
-inline constexpr bool always_false = false;
-
+/// Whether Dist is a distribution tag (has a DistributionTraits specialization).
 template <class Dist>
-inline constexpr bool is_distribution =
-    std::is_same_v<Dist, Gaussian> || std::is_same_v<Dist, Rademacher> || std::is_same_v<Dist, Srht>;
+inline constexpr bool is_distribution = DistributionTraits<Dist>::kIsDistribution;
 }  // namespace detail
 
 }  // namespace compact

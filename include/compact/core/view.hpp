@@ -129,10 +129,10 @@ inline void check_unsketch_args(const MatrixView<const Scalar>& g, const MatrixV
 }
 
 /// The argument checks of compressed_grad on every backend: dy is B x m, z is B x r, g is m x r, and g overlaps
-/// neither input.
-template <class Scalar>
+/// neither input. g has its own type Accum (Scalar, or float for an fp32 accumulation of 16-bit activations).
+template <class Scalar, class Accum>
 inline void check_compressed_grad_args(const MatrixView<const Scalar>& dy, const MatrixView<const Scalar>& z,
-                                       const MatrixView<Scalar>& g) {
+                                       const MatrixView<Accum>& g) {
   check_view("compressed_grad", "dy", dy, -1, "", -1, "");
   check_view("compressed_grad", "z", z, dy.rows, "dy.rows", -1, "");
   check_view("compressed_grad", "g", g, dy.cols, "dy.cols", z.cols, "z.cols");

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 #pragma once
-/// Caller-lent workspaces: the alignment every part of one keeps, and the check a projector makes of the one it is
-/// given (present, large enough, aligned) before it uses it.
+/// Caller-lent workspaces (Workspace, on every backend): the alignment every part of a CUDA one keeps, and the check
+/// a CUDA projector makes of the one it is given (present, large enough, aligned) before it uses it.
 
 #include <cstddef>
 #include <cstdint>
@@ -9,6 +9,18 @@
 #include "compact/config.hpp"
 
 namespace compact {
+
+/// Memory a caller lends to compact: `bytes` bytes at `data`, non-owning, contents overwritten. Every projector has
+/// the static query workspace_bytes(n, r), which needs no device, for its size.
+/// - CUDA: device memory lent to a projector's constructor for its lifetime, kWorkspaceAlign (256)-byte aligned (as
+///   cudaMalloc gives; checked), used by nobody else while the projector's work is in flight.
+/// - CPU: host memory lent to one sketch/unsketch_grad call (the overloads that take one; the call then allocates
+///   nothing), aligned for the scalar type (64 bytes is best); CpuScratch is its older name.
+struct Workspace {
+  void* data = nullptr;
+  std::size_t bytes = 0;
+};
+
 namespace detail {
 
 /// Alignment of a workspace and of every part inside it: what cudaMalloc returns, and what cuBLAS asks of its own

@@ -6,8 +6,8 @@
 #include <type_traits>
 
 #include "compact/config.hpp"
-#include "compact/core/tags.hpp"
 #include "compact/core/view.hpp"
+#include "compact/cpu/backend.hpp"
 #include "compact/cpu/eigen.hpp"
 
 namespace compact {

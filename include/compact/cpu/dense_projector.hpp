@@ -11,23 +11,21 @@
 #include "compact/config.hpp"
 #include "compact/core/checked_size.hpp"
 #include "compact/core/entries.hpp"
+#include "compact/core/projector_core.hpp"
 #include "compact/core/projector_fwd.hpp"
 #include "compact/core/state.hpp"
 #include "compact/core/view.hpp"
+#include "compact/core/workspace.hpp"
+#include "compact/cpu/backend.hpp"
 #include "compact/cpu/blas.hpp"
 #include "compact/cpu/eigen.hpp"
 #include "compact/cpu/generate.hpp"
+#include "compact/cpu/projector.hpp"
 
 namespace compact {
 namespace detail {
 
-/// Checks the constructor arguments shared by every projector.
-inline void check_dims(const char* fn, index_t n, index_t r) {
-  COMPACT_REQUIRE(n >= 1 && n <= kMaxDim, fn << ": input dimension n = " << n << " must be in [1, " << kMaxDim << "]");
-  COMPACT_REQUIRE(r >= 1 && r <= n, fn << ": rank r = " << r << " must satisfy 1 <= r <= n = " << n);
-}
-
-/// Dense CPU projector shared by Gaussian and Rademacher.
+/// The engine of the dense CPU projectors (Gaussian and Rademacher); CpuProjector adds the Eigen conveniences.
 ///
 /// Class invariant: 1 <= r <= n <= kMaxDim, panel_entries >= 1. P is never held whole unless it is small: `sketch`
 /// generates column panels of P (n x w, w = panel_width()) and `unsketch_grad` row panels (h x r, h =
@@ -35,17 +33,19 @@ inline void check_dims(const char* fn, index_t n, index_t r) {
 /// then multiplies by it. Scratch: one panel, at most max(panel_entries, kPanelMin * max(n, r)) Scalars per call
 /// (by default 16 MiB for float, 32 MiB for double; a P of at most panel_entries entries, e.g. n = 4096,
 /// r = 1024, is one panel), independent of the thread count; allocated per call, or lent by the caller
-/// (CpuScratch overloads, scratch_bytes()).
+/// (the overloads that take a Workspace of workspace_bytes(n, r) or scratch_bytes(rows)).
 /// GEMM: a fixed grid of output tiles per panel (a function of the shape only, see tile_grid), one single-threaded
 /// GEMM per tile on the OpenMP team: Eigen's, or CBLAS's with COMPACT_USE_BLAS (cpu/blas.hpp). Every output
 /// element is therefore computed by the same GEMM call whatever the team size: the result is bitwise independent of
 /// the number of threads, for both engines.
 template <class Dist, class Scalar>
-class DenseCpuProjector {
+class DenseCpuProjector : public ProjectorCore {
   static_assert(std::is_same_v<Scalar, float> || std::is_same_v<Scalar, double>,
                 "compact::Projector<Cpu, Dist, Scalar>: Scalar must be float or double on the CPU");
 
  public:
+  using scalar_type = Scalar;
+
   /// Default entries of P per generated panel (the scratch bound, unless kPanelMin * max(n, r) is larger).
   static constexpr index_t kPanelEntries = index_t{1} << 22;
   /// Granularity of panel widths and heights, and the narrowest panel; a multiple of both block widths.
@@ -60,10 +60,10 @@ class DenseCpuProjector {
 
   /// Columns of P per sketch panel: r when n * r <= panel_entries(), else the most multiples of kPanelMin with
   /// n * w <= panel_entries() (at least kPanelMin), capped at r.
-  index_t panel_width() const { return panel_extent(n_, r_); }
+  index_t panel_width() const { return panel_extent(n_, r_, panel_entries_); }
   /// Rows of P per unsketch_grad panel: n when h * r <= panel_entries(), else the most multiples of kPanelMin with
   /// h * r <= panel_entries() (at least kPanelMin), capped at n.
-  index_t panel_height() const { return panel_extent(r_, n_); }
+  index_t panel_height() const { return panel_extent(r_, n_, panel_entries_); }
   /// The panel budget in entries of P (kPanelEntries unless the constructor was given another).
   index_t panel_entries() const { return panel_entries_; }
 
@@ -72,26 +72,31 @@ class DenseCpuProjector {
   /// speed for scratch memory (and lets tests reach the multi-panel path with small matrices). The result does not
   /// depend on it beyond GEMM rounding; P itself (materialize) does not depend on it at all.
   DenseCpuProjector(index_t n, index_t r, SketchState state, index_t panel_entries = kPanelEntries)
-      : n_(n), r_(r), state_(state), panel_entries_(panel_entries) {
-    check_dims("Projector", n, r);
+      : ProjectorCore(Dist{}, "Projector", n, r, state), panel_entries_(panel_entries) {
     COMPACT_REQUIRE(panel_entries >= 1, "Projector: argument panel_entries = " << panel_entries << " must be >= 1");
     if constexpr (kUseBlas) {
       COMPACT_REQUIRE(n <= index_t{INT_MAX}, "Projector: input dimension n = "
                                                  << n << " exceeds " << INT_MAX
                                                  << ", the largest GEMM size of the 32-bit BLAS (COMPACT_USE_BLAS)");
     }
-    params_ = entry_params(state_, r_);
   }
 
-  index_t in_dim() const { return n_; }
-  index_t rank() const { return r_; }
-  SketchState state() const { return state_; }
+  /// Bytes of the Workspace every sketch and unsketch_grad of a projector of shape (n, r) with panel budget
+  /// `panel_entries` can take: one panel of P, whatever the number of rows. A pure function of its arguments (needs
+  /// no projector, no device), as on every backend.
+  static std::size_t workspace_bytes(index_t n, index_t r, index_t panel_entries = kPanelEntries) {
+    check_projector_shape<Dist>("Projector::workspace_bytes", n, r);
+    COMPACT_REQUIRE(panel_entries >= 1,
+                    "Projector::workspace_bytes: argument panel_entries = " << panel_entries << " must be >= 1");
+    const index_t width = panel_extent(n, r, panel_entries), height = panel_extent(r, n, panel_entries);
+    return static_cast<std::size_t>(std::max(n * width, height * r)) * sizeof(Scalar);
+  }
 
-  /// Bytes of scratch that sketch or unsketch_grad uses (one panel of P, whatever the number of rows): the size of
-  /// a CpuScratch for the overloads that take one.
+  /// Bytes of Workspace one sketch or unsketch_grad of `rows` rows takes: workspace_bytes(n, r, panel_entries())
+  /// for every `rows` (one panel of P). The per-call query the optimizers use.
   std::size_t scratch_bytes(index_t rows = 0) const {
     (void)rows;
-    return static_cast<std::size_t>(std::max(n_ * panel_width(), panel_height() * r_)) * sizeof(Scalar);
+    return workspace_bytes(n_, r_, panel_entries_);
   }
 
   /// z = x P. x: B x n, z: B x r (row-major, any row strides, z must not overlap x). Allocates one panel of P
@@ -104,8 +109,8 @@ class DenseCpuProjector {
     const ScratchBuffer panel("Projector::sketch", "a panel of P", sizeof(Scalar) * std::size_t(n_ * panel_width()));
     sketch_unchecked(x, z, static_cast<Scalar*>(panel.data()));
   }
-  /// sketch with the caller's scratch (at least scratch_bytes(x.rows) bytes): allocates nothing.
-  void sketch(MatrixView<const Scalar> x, MatrixView<Scalar> z, CpuScratch scratch) const {
+  /// sketch with the caller's workspace (at least scratch_bytes(x.rows) bytes): allocates nothing.
+  void sketch(MatrixView<const Scalar> x, MatrixView<Scalar> z, Workspace scratch) const {
     check_sketch_args(x, z, n_, r_);
     check_gemm_stride("Projector::sketch", "x", x);
     check_gemm_stride("Projector::sketch", "z", z);
@@ -116,8 +121,8 @@ class DenseCpuProjector {
 
   /// out = alpha g P^T + beta out. g: m x r, out: m x n. With beta = 0, out is written without being read.
   /// Allocates one panel of P (compact::error when memory runs out, before anything is written).
-  void unsketch_grad(MatrixView<const Scalar> g, MatrixView<Scalar> out, Scalar alpha = Scalar(1),
-                     Scalar beta = Scalar(0)) const {
+  void unsketch_grad(MatrixView<const Scalar> g, MatrixView<Scalar> out, compute_t<Scalar> alpha = 1,
+                     compute_t<Scalar> beta = 0) const {
     check_unsketch_args(g, out, n_, r_);
     check_gemm_stride("Projector::unsketch_grad", "g", g);
     check_gemm_stride("Projector::unsketch_grad", "out", out);
@@ -126,9 +131,9 @@ class DenseCpuProjector {
                               sizeof(Scalar) * std::size_t(panel_height() * r_));
     unsketch_unchecked(g, out, alpha, beta, static_cast<Scalar*>(panel.data()));
   }
-  /// unsketch_grad with the caller's scratch (at least scratch_bytes(g.rows) bytes): allocates nothing.
-  void unsketch_grad(MatrixView<const Scalar> g, MatrixView<Scalar> out, Scalar alpha, Scalar beta,
-                     CpuScratch scratch) const {
+  /// unsketch_grad with the caller's workspace (at least scratch_bytes(g.rows) bytes): allocates nothing.
+  void unsketch_grad(MatrixView<const Scalar> g, MatrixView<Scalar> out, compute_t<Scalar> alpha,
+                     compute_t<Scalar> beta, Workspace scratch) const {
     check_unsketch_args(g, out, n_, r_);
     check_gemm_stride("Projector::unsketch_grad", "g", g);
     check_gemm_stride("Projector::unsketch_grad", "out", out);
@@ -141,29 +146,6 @@ class DenseCpuProjector {
   void materialize(MatrixView<Scalar> p) const {
     check_view("Projector::materialize", "p", p, n_, "n", r_, "r");
     generate_parallel(0, n_, 0, r_, p.data, p.row_stride);
-  }
-
-  // Eigen conveniences.
-  RowMatrix<Scalar> sketch(const Eigen::Ref<const RowMatrix<Scalar>>& x) const {
-    check_view("Projector::sketch", "x", as_view<Scalar>(x), -1, "", n_, "n");
-    RowMatrix<Scalar> z = make_matrix<Scalar>("Projector::sketch", "the result z", x.rows(), r_);
-    sketch(as_view<Scalar>(x), as_mutable_view<Scalar>(z));
-    return z;
-  }
-  RowMatrix<Scalar> unsketch_grad(const Eigen::Ref<const RowMatrix<Scalar>>& g) const {
-    check_view("Projector::unsketch_grad", "g", as_view<Scalar>(g), -1, "", r_, "r");
-    RowMatrix<Scalar> out = make_matrix<Scalar>("Projector::unsketch_grad", "the result", g.rows(), n_);
-    unsketch_grad(as_view<Scalar>(g), as_mutable_view<Scalar>(out), Scalar(1), Scalar(0));
-    return out;
-  }
-  void unsketch_grad(const Eigen::Ref<const RowMatrix<Scalar>>& g, Eigen::Ref<RowMatrix<Scalar>> out,
-                     Scalar alpha = Scalar(1), Scalar beta = Scalar(0)) const {
-    unsketch_grad(as_view<Scalar>(g), as_mutable_view<Scalar>(out), alpha, beta);
-  }
-  RowMatrix<Scalar> materialize() const {
-    RowMatrix<Scalar> p = make_matrix<Scalar>("Projector::materialize", "P", n_, r_);
-    materialize(as_mutable_view<Scalar>(p));
-    return p;
   }
 
  private:
@@ -251,35 +233,31 @@ class DenseCpuProjector {
     }
   }
 
-  /// The panel extent along `along` (capped there) for panels that span `across`: see panel_width(). Every
-  /// product stays below kPanelMin * kMaxDim, far from overflow.
-  index_t panel_extent(index_t across, index_t along) const {
-    if (along <= panel_entries_ / across) return along;  // all of P fits the budget: one panel
-    const index_t fit = std::max(kPanelMin, (panel_entries_ / across) / kPanelMin * kPanelMin);
+  /// The panel extent along `along` (capped there) for panels that span `across` within `budget` entries: see
+  /// panel_width(). Every product stays below kPanelMin * kMaxDim, far from overflow.
+  static index_t panel_extent(index_t across, index_t along, index_t budget) {
+    if (along <= budget / across) return along;  // all of P fits the budget: one panel
+    const index_t fit = std::max(kPanelMin, (budget / across) / kPanelMin * kPanelMin);
     return std::min(fit, along);
   }
 
-  index_t n_;
-  index_t r_;
-  SketchState state_;
   index_t panel_entries_;
-  EntryParams params_;
 };
 
 }  // namespace detail
 
 /// Gaussian projector on the CPU: P has i.i.d. N(0, 1/r) entries (entry spec v1). See DenseCpuProjector.
 template <class Scalar>
-class Projector<Cpu, Gaussian, Scalar> : public detail::DenseCpuProjector<Gaussian, Scalar> {
+class Projector<Cpu, Gaussian, Scalar> : public detail::CpuProjector<detail::DenseCpuProjector<Gaussian, Scalar>> {
  public:
-  using detail::DenseCpuProjector<Gaussian, Scalar>::DenseCpuProjector;
+  using detail::CpuProjector<detail::DenseCpuProjector<Gaussian, Scalar>>::CpuProjector;
 };
 
 /// Rademacher projector on the CPU: P has i.i.d. +-1/sqrt(r) entries (entry spec v1). See DenseCpuProjector.
 template <class Scalar>
-class Projector<Cpu, Rademacher, Scalar> : public detail::DenseCpuProjector<Rademacher, Scalar> {
+class Projector<Cpu, Rademacher, Scalar> : public detail::CpuProjector<detail::DenseCpuProjector<Rademacher, Scalar>> {
  public:
-  using detail::DenseCpuProjector<Rademacher, Scalar>::DenseCpuProjector;
+  using detail::CpuProjector<detail::DenseCpuProjector<Rademacher, Scalar>>::CpuProjector;
 };
 
 }  // namespace compact

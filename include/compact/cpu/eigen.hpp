@@ -11,6 +11,12 @@
 // enabled, e.g. by -march=native on an AVX-512 machine. The warning is silenced for the lines of Eigen's headers only:
 // GCC applies a diagnostic pragma to every location of an inlining chain, so code outside this region (the library's
 // and the user's) keeps the warning.
+// Under nvcc (a .cu translation unit using both backends) the CPU backend is host code: Eigen's own CUDA support,
+// which marks every Eigen function __host__ __device__ and makes nvcc warn about them, is turned off, unless the
+// translation unit included Eigen before compact (then its configuration stands).
+#if defined(__CUDACC__) && !defined(EIGEN_WORLD_VERSION) && !defined(EIGEN_NO_CUDA)
+#define EIGEN_NO_CUDA
+#endif
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -28,6 +34,8 @@
 #include "compact/config.hpp"
 #include "compact/core/checked_size.hpp"
 #include "compact/core/view.hpp"
+#include "compact/core/workspace.hpp"
+#include "compact/cpu/backend.hpp"
 #include "compact/cpu/task_pool.hpp"
 
 #if defined(_OPENMP)
@@ -39,14 +47,6 @@ namespace compact {
 /// Row-major dynamic Eigen matrix: the layout every CPU convenience takes and returns.
 template <class Scalar>
 using RowMatrix = Eigen::Matrix<Scalar, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-
-/// Host memory a caller lends to one CPU projector call (the sketch / unsketch_grad overloads that take it):
-/// `bytes` bytes at `data`, aligned for the scalar type (64 bytes is best), at least the projector's
-/// scratch_bytes(rows). With it a call allocates nothing. Non-owning; contents are overwritten.
-struct CpuScratch {
-  void* data = nullptr;
-  std::size_t bytes = 0;
-};
 
 namespace detail {
 
@@ -64,21 +64,21 @@ class ScratchBuffer {
   ~ScratchBuffer() { ::operator delete (data_, std::align_val_t{kAlign}); }
 
   void* data() const { return data_; }
-  CpuScratch view() const { return CpuScratch{data_, bytes_}; }
+  Workspace view() const { return Workspace{data_, bytes_}; }
 
  private:
   void* data_;
   std::size_t bytes_;
 };
 
-/// Checks a caller's scratch for a call that needs `need` bytes of Scalar-aligned memory.
+/// Checks the workspace a caller lends to one CPU call that needs `need` bytes of Scalar-aligned memory.
 template <class Scalar>
-inline void check_scratch(const char* fn, const CpuScratch& s, std::size_t need) {
-  COMPACT_REQUIRE(s.bytes >= need, fn << ": argument scratch has " << s.bytes << " bytes, this call needs " << need
-                                      << " (scratch_bytes(rows))");
-  COMPACT_REQUIRE(s.data != nullptr || s.bytes == 0, fn << ": argument scratch is null with " << s.bytes << " bytes");
+inline void check_scratch(const char* fn, const Workspace& s, std::size_t need) {
+  COMPACT_REQUIRE(s.bytes >= need, fn << ": argument workspace has " << s.bytes << " bytes, this call needs " << need
+                                      << " (scratch_bytes(rows); workspace_bytes(n, r) suffices for every call)");
+  COMPACT_REQUIRE(s.data != nullptr || s.bytes == 0, fn << ": argument workspace is null with " << s.bytes << " bytes");
   COMPACT_REQUIRE(reinterpret_cast<std::uintptr_t>(s.data) % alignof(Scalar) == 0,
-                  fn << ": argument scratch is not aligned to " << alignof(Scalar) << " bytes");
+                  fn << ": argument workspace is not aligned to " << alignof(Scalar) << " bytes");
 }
 
 template <class Scalar>

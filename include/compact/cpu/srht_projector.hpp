@@ -11,13 +11,16 @@
 
 #include "compact/config.hpp"
 #include "compact/core/entries.hpp"
+#include "compact/core/projector_core.hpp"
 #include "compact/core/projector_fwd.hpp"
 #include "compact/core/srht.hpp"
 #include "compact/core/state.hpp"
 #include "compact/core/view.hpp"
-#include "compact/cpu/dense_projector.hpp"
+#include "compact/core/workspace.hpp"
+#include "compact/cpu/backend.hpp"
 #include "compact/cpu/eigen.hpp"
 #include "compact/cpu/fwht.hpp"
+#include "compact/cpu/projector.hpp"
 #include "compact/cpu/srht_rows.hpp"
 
 namespace compact {
@@ -54,9 +57,10 @@ class AlignedScratch {
   std::size_t size_ = 0;
 };
 
-}  // namespace detail
+static_assert(kFwhtMaxLength >= kSrhtMaxPaddedDim, "the CPU FWHT must reach the SRHT's longest padded row");
 
-/// SRHT projector on the CPU (entry spec v1): P = D H S / sqrt(r), P[i][j] = d_i (-1)^popcount(i & S_j) / sqrt(r).
+/// The engine of the SRHT projector on the CPU (entry spec v1): P = D H S / sqrt(r), P[i][j] = d_i (-1)^popcount(i &
+/// S_j) / sqrt(r).
 ///
 /// n' = next_pow2(n); d (signs), S (the column sample, r ascending indices below n') and the fp32 scale
 /// 1/sqrt(r) are computed once by the constructor (O(n') time and memory). `sketch` applies P to each row of x in
@@ -65,30 +69,28 @@ class AlignedScratch {
 /// the exact adjoint: scatter g into S of a zeroed buffer, fwht, multiply by d and the scale, drop the padding.
 /// Rows run in parallel (detail::parallel_tasks, a fixed partition into tasks of kRowsPerTask rows); each thread
 /// uses one buffer of n' Scalars (scratch_bytes_per_thread()), allocated per call before the team starts or lent by
-/// the caller (CpuScratch overloads, scratch_bytes(rows)), and nothing else is allocated per row. Each row's
+/// the caller (the overloads that take a Workspace of scratch_bytes(rows) or workspace_bytes(n, r)), and nothing else
+/// is allocated per row. Each row's
 /// result is a fixed sequence of IEEE operations, so results are bitwise identical for every thread count.
 ///
-/// Class invariant: 1 <= r <= n, n' = next_pow2(n) <= kFwhtMaxLength (2^20).
+/// Class invariant: 1 <= r <= n, n' = next_pow2(n) <= kSrhtMaxPaddedDim (2^20).
 template <class Scalar>
-class Projector<Cpu, Srht, Scalar> {
+class SrhtCpuProjector : public ProjectorCore {
   static_assert(std::is_same_v<Scalar, float> || std::is_same_v<Scalar, double>,
                 "compact::Projector<Cpu, Srht, Scalar>: Scalar must be float or double on the CPU");
 
  public:
+  using scalar_type = Scalar;
+
   /// Rows of x (sketch) or g (unsketch_grad) per parallel task.
   static constexpr index_t kRowsPerTask = 8;
   /// sketch writes z with streaming stores from this size of z up (larger than the L2 caches of two cores).
   static constexpr std::size_t kStreamBytes = std::size_t{4} << 20;
 
-  /// Requires 1 <= r <= n and next_pow2(n) <= kFwhtMaxLength.
-  Projector(index_t n, index_t r, SketchState state) : n_(n), r_(r), state_(state) {
-    detail::check_dims("Projector<Cpu, Srht>", n, r);
-    COMPACT_REQUIRE(n <= kFwhtMaxLength, "Projector<Cpu, Srht>: input dimension n = "
-                                             << n << " pads to n' = " << next_pow2(n) << " > " << kFwhtMaxLength
-                                             << ", the longest supported Walsh-Hadamard transform");
+  /// Requires 1 <= r <= n and next_pow2(n) <= kSrhtMaxPaddedDim.
+  SrhtCpuProjector(index_t n, index_t r, SketchState state) : ProjectorCore(Srht{}, "Projector", n, r, state) {
     padded_ = next_pow2(n_);
     log_padded_ = log2_pow2(padded_);
-    params_ = entry_params(state_, r_);
     // O(n') memory (at most a few MiB): an allocation failure is reported as compact::error like every other.
     const std::size_t bytes =
         static_cast<std::size_t>(padded_) * (sizeof(index_t) + sizeof(std::int32_t) + sizeof(std::uint64_t)) +
@@ -107,9 +109,6 @@ class Projector<Cpu, Srht, Scalar> {
     }
   }
 
-  index_t in_dim() const { return n_; }
-  index_t rank() const { return r_; }
-  SketchState state() const { return state_; }
   /// n' = next_pow2(n), the length of the transform.
   index_t padded_dim() const { return padded_; }
   /// S_0 < ... < S_{r-1}, the sampled columns of the padded Hadamard matrix (all below n').
@@ -121,11 +120,19 @@ class Projector<Cpu, Srht, Scalar> {
   /// Scratch each thread uses during sketch/unsketch_grad: one buffer of n' Scalars.
   std::size_t scratch_bytes_per_thread() const { return static_cast<std::size_t>(padded_) * sizeof(Scalar); }
 
-  /// Bytes of scratch that sketch or unsketch_grad of `rows` rows uses: one transform buffer of n' Scalars (rounded
-  /// up to 64 bytes) per thread the call runs on. The size of a CpuScratch for the overloads that take one.
+  /// Bytes of the Workspace every sketch and unsketch_grad of a projector of shape (n, r) can take while the thread
+  /// count (omp_get_max_threads()) does not grow: one transform buffer of n' Scalars (rounded up to 64 bytes) per
+  /// thread. Needs no projector and no device, as on every backend.
+  static std::size_t workspace_bytes(index_t n, index_t r) {
+    check_projector_shape<Srht>("Projector::workspace_bytes", n, r);
+    return static_cast<std::size_t>(max_threads()) * buffer_stride(next_pow2(n));
+  }
+
+  /// Bytes of Workspace one sketch or unsketch_grad of `rows` rows takes: one transform buffer per thread the call
+  /// runs on (at most workspace_bytes(n, r)). The per-call query the optimizers use.
   std::size_t scratch_bytes(index_t rows) const {
     const index_t tasks = (rows + kRowsPerTask - 1) / kRowsPerTask;
-    return static_cast<std::size_t>(detail::team_size(tasks, transform_flops(rows))) * buffer_stride();
+    return static_cast<std::size_t>(detail::team_size(tasks, transform_flops(rows))) * buffer_stride(padded_);
   }
 
   /// z = x P. x: B x n, z: B x r (row-major, any row strides, z must not overlap x). Allocates scratch_bytes(B)
@@ -136,8 +143,8 @@ class Projector<Cpu, Srht, Scalar> {
     const detail::ScratchBuffer scratch("Projector::sketch", "the per-thread transform buffers", scratch_bytes(x.rows));
     sketch_unchecked(x, z, scratch.view());
   }
-  /// sketch with the caller's scratch (at least scratch_bytes(x.rows) bytes): allocates nothing.
-  void sketch(MatrixView<const Scalar> x, MatrixView<Scalar> z, CpuScratch scratch) const {
+  /// sketch with the caller's workspace (at least scratch_bytes(x.rows) bytes): allocates nothing.
+  void sketch(MatrixView<const Scalar> x, MatrixView<Scalar> z, Workspace scratch) const {
     detail::check_sketch_args(x, z, n_, r_);
     detail::check_scratch<Scalar>("Projector::sketch", scratch, scratch_bytes(x.rows));
     if (x.rows == 0) return;
@@ -146,17 +153,17 @@ class Projector<Cpu, Srht, Scalar> {
 
   /// out = alpha g P^T + beta out. g: m x r, out: m x n. With beta = 0, out is written without being read.
   /// Allocates scratch_bytes(m) (compact::error when memory runs out, before anything is written).
-  void unsketch_grad(MatrixView<const Scalar> g, MatrixView<Scalar> out, Scalar alpha = Scalar(1),
-                     Scalar beta = Scalar(0)) const {
+  void unsketch_grad(MatrixView<const Scalar> g, MatrixView<Scalar> out, compute_t<Scalar> alpha = 1,
+                     compute_t<Scalar> beta = 0) const {
     detail::check_unsketch_args(g, out, n_, r_);
     if (g.rows == 0) return;
     const detail::ScratchBuffer scratch("Projector::unsketch_grad", "the per-thread transform buffers",
                                         scratch_bytes(g.rows));
     unsketch_unchecked(g, out, alpha, beta, scratch.view());
   }
-  /// unsketch_grad with the caller's scratch (at least scratch_bytes(g.rows) bytes): allocates nothing.
-  void unsketch_grad(MatrixView<const Scalar> g, MatrixView<Scalar> out, Scalar alpha, Scalar beta,
-                     CpuScratch scratch) const {
+  /// unsketch_grad with the caller's workspace (at least scratch_bytes(g.rows) bytes): allocates nothing.
+  void unsketch_grad(MatrixView<const Scalar> g, MatrixView<Scalar> out, compute_t<Scalar> alpha,
+                     compute_t<Scalar> beta, Workspace scratch) const {
     detail::check_unsketch_args(g, out, n_, r_);
     detail::check_scratch<Scalar>("Projector::unsketch_grad", scratch, scratch_bytes(g.rows));
     if (g.rows == 0) return;
@@ -180,45 +187,22 @@ class Projector<Cpu, Srht, Scalar> {
     });
   }
 
-  // Eigen conveniences.
-  RowMatrix<Scalar> sketch(const Eigen::Ref<const RowMatrix<Scalar>>& x) const {
-    detail::check_view("Projector::sketch", "x", detail::as_view<Scalar>(x), -1, "", n_, "n");
-    RowMatrix<Scalar> z = detail::make_matrix<Scalar>("Projector::sketch", "the result z", x.rows(), r_);
-    sketch(detail::as_view<Scalar>(x), detail::as_mutable_view<Scalar>(z));
-    return z;
-  }
-  RowMatrix<Scalar> unsketch_grad(const Eigen::Ref<const RowMatrix<Scalar>>& g) const {
-    detail::check_view("Projector::unsketch_grad", "g", detail::as_view<Scalar>(g), -1, "", r_, "r");
-    RowMatrix<Scalar> out = detail::make_matrix<Scalar>("Projector::unsketch_grad", "the result", g.rows(), n_);
-    unsketch_grad(detail::as_view<Scalar>(g), detail::as_mutable_view<Scalar>(out), Scalar(1), Scalar(0));
-    return out;
-  }
-  void unsketch_grad(const Eigen::Ref<const RowMatrix<Scalar>>& g, Eigen::Ref<RowMatrix<Scalar>> out,
-                     Scalar alpha = Scalar(1), Scalar beta = Scalar(0)) const {
-    unsketch_grad(detail::as_view<Scalar>(g), detail::as_mutable_view<Scalar>(out), alpha, beta);
-  }
-  RowMatrix<Scalar> materialize() const {
-    RowMatrix<Scalar> p = detail::make_matrix<Scalar>("Projector::materialize", "P", n_, r_);
-    materialize(detail::as_mutable_view<Scalar>(p));
-    return p;
-  }
-
  private:
-  /// Bytes between two threads' transform buffers: n' Scalars rounded up to a cache line.
-  std::size_t buffer_stride() const {
+  /// Bytes between two threads' transform buffers: n' = `padded` Scalars rounded up to a cache line.
+  static std::size_t buffer_stride(index_t padded) {
     constexpr std::size_t kLine = detail::ScratchBuffer::kAlign;
-    return (static_cast<std::size_t>(padded_) * sizeof(Scalar) + kLine - 1) / kLine * kLine;
+    return (static_cast<std::size_t>(padded) * sizeof(Scalar) + kLine - 1) / kLine * kLine;
   }
   /// Thread t's transform buffer in `scratch` (checked to hold one per thread of the team).
-  Scalar* thread_buffer(const CpuScratch& scratch, int thread) const {
+  Scalar* thread_buffer(const Workspace& scratch, int thread) const {
     return reinterpret_cast<Scalar*>(static_cast<unsigned char*>(scratch.data) +
-                                     static_cast<std::size_t>(thread) * buffer_stride());
+                                     static_cast<std::size_t>(thread) * buffer_stride(padded_));
   }
 
   /// Runs row_fn(row, buffer, isa) for every row in [0, rows) on the thread team (fixed tasks of kRowsPerTask
   /// rows), each thread with its own transform buffer from `scratch`.
   template <class RowFn>
-  void for_each_row(index_t rows, const CpuScratch& scratch, RowFn&& row_fn) const {
+  void for_each_row(index_t rows, const Workspace& scratch, RowFn&& row_fn) const {
     const CpuIsa isa = active_cpu_isa();
     const index_t tasks = (rows + kRowsPerTask - 1) / kRowsPerTask;
     detail::parallel_tasks(tasks, transform_flops(rows), [&](index_t t, int thread) {
@@ -229,7 +213,7 @@ class Projector<Cpu, Srht, Scalar> {
   }
 
   void sketch_unchecked(const MatrixView<const Scalar>& x, const MatrixView<Scalar>& z,
-                        const CpuScratch& scratch) const {
+                        const Workspace& scratch) const {
     // A sketch larger than the caches is written with streaming stores (see detail::srht_gather_row).
     const bool stream = double(x.rows) * double(r_) * sizeof(Scalar) >= double(kStreamBytes);
     for_each_row(x.rows, scratch, [&](index_t b, Scalar* buf, CpuIsa isa) {
@@ -238,7 +222,7 @@ class Projector<Cpu, Srht, Scalar> {
   }
 
   void unsketch_unchecked(const MatrixView<const Scalar>& g, const MatrixView<Scalar>& out, Scalar alpha, Scalar beta,
-                          const CpuScratch& scratch) const {
+                          const Workspace& scratch) const {
     for_each_row(g.rows, scratch, [&](index_t m, Scalar* buf, CpuIsa isa) {
       unsketch_row(g.data + m * g.row_stride, out.data + m * out.row_stride, alpha, beta, buf, isa);
     });
@@ -268,15 +252,20 @@ class Projector<Cpu, Srht, Scalar> {
     }
   }
 
-  index_t n_;
-  index_t r_;
-  SketchState state_;
   index_t padded_ = 1;
   int log_padded_ = 0;
-  EntryParams params_{};
   std::vector<index_t> sample_;
   std::vector<std::int32_t> sample32_;  // S as 32-bit indices (n' <= 2^20): half the gather's index traffic
   std::vector<Scalar> signs_;
+};
+
+}  // namespace detail
+
+/// SRHT projector on the CPU: P = D H S / sqrt(r) (entry spec v1). See detail::SrhtCpuProjector.
+template <class Scalar>
+class Projector<Cpu, Srht, Scalar> : public detail::CpuProjector<detail::SrhtCpuProjector<Scalar>> {
+ public:
+  using detail::CpuProjector<detail::SrhtCpuProjector<Scalar>>::CpuProjector;
 };
 
 }  // namespace compact

@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: MIT
 #pragma once
-/// The CUDA backend tag (stream, cuBLAS handle and its workspace, the overlap's side stream and events) and the
-/// caller-owned device workspace.
+/// The CUDA backend tag: stream, cuBLAS handle and its workspace, the overlap's side stream and events (the device
+/// workspace a projector is lent is core/workspace.hpp's Workspace).
 
 #include <cstddef>
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
+
+#include "compact/core/workspace.hpp"
 
 namespace compact {
 
@@ -45,14 +47,6 @@ struct Cuda {
     c.stream = other;
     return c;
   }
-};
-
-/// Device memory the caller lends to a projector: `bytes` bytes at `data`, 256-byte aligned (as cudaMalloc gives;
-/// the constructor checks it), which must stay allocated, and must not be used by anyone else, while the
-/// projector's work is in flight.
-struct Workspace {
-  void* data = nullptr;
-  std::size_t bytes = 0;
 };
 
 }  // namespace compact

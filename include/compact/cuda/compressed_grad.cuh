@@ -17,26 +17,6 @@
 #include "compact/cuda/scalar.cuh"
 
 namespace compact {
-namespace detail {
-
-/// compressed_grad's argument checks for a g of another type than dy and z: the checks and messages of
-/// core/view.hpp's check_compressed_grad_args, which takes one type for all three.
-template <class Scalar, class Accum>
-void check_compressed_grad_views(const MatrixView<const Scalar>& dy, const MatrixView<const Scalar>& z,
-                                 const MatrixView<Accum>& g) {
-  if constexpr (std::is_same_v<Scalar, Accum>) {
-    check_compressed_grad_args(dy, z, g);
-  } else {
-    check_view("compressed_grad", "dy", dy, -1, "", -1, "");
-    check_view("compressed_grad", "z", z, dy.rows, "dy.rows", -1, "");
-    check_view("compressed_grad", "g", g, dy.cols, "dy.cols", z.cols, "z.cols");
-    check_no_overlap("compressed_grad", "dy", dy, "g", g);
-    check_no_overlap("compressed_grad", "z", z, "g", g);
-  }
-}
-
-}  // namespace detail
-
 /// g = dy^T z + beta g on the GPU: dy is B x m (output gradient), z is B x r (stored sketch), g is m x r, all
 /// device memory, row-major, any row strides, g overlapping neither input.
 ///
@@ -53,7 +33,7 @@ void compressed_grad(const Cuda& backend, MatrixView<const Scalar> dy, MatrixVie
                 "compact::compressed_grad(Cuda, ...): Scalar must be float, __half or __nv_bfloat16");
   static_assert(std::is_same_v<Accum, Scalar> || std::is_same_v<Accum, float>,
                 "compact::compressed_grad(Cuda, ...): g must have the type of dy and z, or float");
-  detail::check_compressed_grad_views(dy, z, g);
+  detail::check_compressed_grad_args(dy, z, g);
   if (g.empty()) return;
   if (dy.rows == 0 && beta == 0.0f) {
     // Empty reduction: g = 0. All-zero bits are +0 for every type; no GEMM with k = 0 needed.

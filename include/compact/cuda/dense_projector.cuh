@@ -14,6 +14,7 @@
 #include "compact/core/entries.hpp"
 #include "compact/core/gemm_plan.hpp"
 #include "compact/core/panel_schedule.hpp"
+#include "compact/core/projector_core.hpp"
 #include "compact/core/projector_fwd.hpp"
 #include "compact/core/state.hpp"
 #include "compact/core/view.hpp"
@@ -89,7 +90,7 @@ class DenseCudaProjector : public CudaProjectorBase {
   /// Smallest workspace for schedule s: one panel (two with kOverlap) of kPanelAlign columns (sketch) or rows
   /// (unsketch_grad). Needs no device.
   static std::size_t min_workspace_bytes(index_t n, index_t r, PanelSchedule s = PanelSchedule::kSerial) {
-    check_cuda_dims("Projector::min_workspace_bytes", n, r);
+    check_projector_shape<Dist>("Projector::min_workspace_bytes", n, r);
     return static_cast<std::size_t>(min_panel_entries(n, r, kVec, s)) * sizeof(Scalar);
   }
 
@@ -97,7 +98,7 @@ class DenseCudaProjector : public CudaProjectorBase {
   /// kDefaultPanelEntries (2^24) entries, else that many. kOverlap: two buffers of half of P each (at most 2^23
   /// entries each). Needs no device.
   static std::size_t workspace_bytes(index_t n, index_t r, PanelSchedule s = PanelSchedule::kSerial) {
-    check_cuda_dims("Projector::workspace_bytes", n, r);
+    check_projector_shape<Dist>("Projector::workspace_bytes", n, r);
     return static_cast<std::size_t>(recommended_panel_entries(n, r, kVec, s)) * sizeof(Scalar);
   }
 
@@ -105,9 +106,8 @@ class DenseCudaProjector : public CudaProjectorBase {
   /// min_workspace_bytes(n, r, schedule), 256-byte aligned), schedule kOverlap when backend.overlap is set. Issues
   /// no device work; the arguments are checked before any CUDA call.
   DenseCudaProjector(index_t n, index_t r, SketchState state, Cuda backend, Workspace workspace)
-      : CudaProjectorBase(n, r, state, backend, workspace),
+      : CudaProjectorBase(Dist{}, n, r, state, backend, workspace),
         schedule_(backend.overlap.enabled() ? PanelSchedule::kOverlap : PanelSchedule::kSerial) {
-    check_cuda_dims("Projector", n, r);
     COMPACT_REQUIRE(
         !backend.overlap.enabled() || (backend.overlap.generated != nullptr && backend.overlap.consumed != nullptr),
         "Projector: argument backend.overlap has a side stream but no events (generated = "

@@ -11,6 +11,7 @@
 #include "compact/config.hpp"
 #include "compact/core/gemm_plan.hpp"
 #include "compact/core/panel_schedule.hpp"
+#include "compact/core/projector_core.hpp"
 #include "compact/core/tags.hpp"
 #include "compact/core/vec16.hpp"
 #include "compact/core/view.hpp"
@@ -53,7 +54,7 @@ class MaterializedP {
 
   /// Device memory P needs with row stride recommended_ld(r): n * recommended_ld(r) * sizeof(Scalar) bytes.
   static std::size_t bytes(index_t n, index_t r) {
-    detail::check_cuda_dims("MaterializedP::bytes", n, r);
+    detail::check_projector_shape<Dist>("MaterializedP::bytes", n, r);
     return static_cast<std::size_t>(n) * static_cast<std::size_t>(recommended_ld(r)) * sizeof(Scalar);
   }
 

@@ -12,6 +12,7 @@
 #include "compact/core/dense_panel.hpp"
 #include "compact/core/fwht_block.hpp"
 #include "compact/core/grid.hpp"
+#include "compact/core/projector_core.hpp"
 #include "compact/core/projector_fwd.hpp"
 #include "compact/core/srht.hpp"
 #include "compact/core/srht_rows.hpp"
@@ -47,12 +48,13 @@ class Projector<Cuda, Srht, Scalar> : public detail::CudaProjectorBase {
                 "compact::Projector<Cuda, Srht, Scalar>: Scalar must be float, __half or __nv_bfloat16");
 
  public:
-  /// Longest padded row: n' = next_pow2(n) must not exceed this (2^20, as a block of 2^15 plus 2^5 registers).
-  static constexpr index_t kMaxPaddedDim = index_t{1} << detail::kSrhtMaxLog2;
+  /// Longest padded row: n' = next_pow2(n) must not exceed this (2^20, as on the CPU; two passes beyond one block).
+  static constexpr index_t kMaxPaddedDim = kSrhtMaxPaddedDim;
+  static_assert(kMaxPaddedDim == index_t{1} << detail::kSrhtMaxLog2, "the GPU row plan must reach kSrhtMaxPaddedDim");
 
   /// Smallest workspace for (n, r) on any supported GPU. A pure function of (n, r): needs no device.
   static std::size_t min_workspace_bytes(index_t n, index_t r) {
-    check_dims("Projector::min_workspace_bytes", n, r);
+    detail::check_projector_shape<Srht>("Projector::min_workspace_bytes", n, r);
     const detail::SrhtLayout l = detail::srht_layout(n, r);
     return detail::srht_workspace_bytes(l, detail::srht_min_scratch_rows(l.np));
   }
@@ -60,7 +62,7 @@ class Projector<Cuda, Srht, Scalar> : public detail::CudaProjectorBase {
   /// Recommended workspace for (n, r): the minimum, plus 32 MiB of scratch rows when n' > 2^15 (two passes on
   /// every GPU). A pure function of (n, r): needs no device.
   static std::size_t workspace_bytes(index_t n, index_t r) {
-    check_dims("Projector::workspace_bytes", n, r);
+    detail::check_projector_shape<Srht>("Projector::workspace_bytes", n, r);
     const detail::SrhtLayout l = detail::srht_layout(n, r);
     return detail::srht_workspace_bytes(l, detail::srht_recommended_scratch_rows(l.np));
   }
@@ -70,8 +72,7 @@ class Projector<Cuda, Srht, Scalar> : public detail::CudaProjectorBase {
   /// before any CUDA call; the device's shared memory per block is checked against the row plan here, not at the
   /// first sketch.
   Projector(index_t n, index_t r, SketchState state, Cuda backend, Workspace workspace)
-      : detail::CudaProjectorBase(n, r, state, backend, workspace) {
-    check_dims("Projector", n, r);
+      : detail::CudaProjectorBase(Srht{}, n, r, state, backend, workspace) {
     detail::check_workspace("Projector", "workspace", workspace.data, workspace.bytes, min_workspace_bytes(n, r),
                             "min_workspace_bytes(n, r)");
     record_device("Projector: cudaGetDevice");
@@ -146,12 +147,6 @@ class Projector<Cuda, Srht, Scalar> : public detail::CudaProjectorBase {
   }
 
  private:
-  static void check_dims(const char* fn, index_t n, index_t r) {
-    detail::check_cuda_dims(fn, n, r);
-    COMPACT_REQUIRE(next_pow2(n) <= kMaxPaddedDim, fn << ": the CUDA SRHT transforms rows of at most " << kMaxPaddedDim
-                                                      << " elements: n = " << n << " pads to " << next_pow2(n));
-  }
-
   detail::SrhtRows rows() const {
     return detail::SrhtRows{parts_.sample, parts_.sign_words, parts_.chunk_first, n_, r_, params_.scale, plan_};
   }

@@ -1,0 +1,224 @@
+// SPDX-License-Identifier: MIT
+/// The projector core shared by every backend: one API (checked at compile time for every CPU projector; the CUDA
+/// test checks the same template for the CUDA ones), one shape check, the workspace query, compute_t alpha/beta.
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "projector_api.hpp"
+#include "support.hpp"
+
+namespace compact_test {
+/// A distribution added the way docs/design.md says ("Adding a distribution or a backend"), here in the test: a tag,
+/// its DistributionTraits (with a shape rule of its own), a CPU engine on ProjectorCore, and the Projector
+/// specialization on CpuProjector. P[i][j] = 1 when j = i mod r, else 0 (CountSketch with a fixed hash and signs).
+struct ToyCountSketch {};
+}  // namespace compact_test
+
+namespace compact {
+template <>
+struct DistributionTraits<compact_test::ToyCountSketch> {
+  static constexpr bool kIsDistribution = true;
+  static constexpr const char* kName = "ToyCountSketch";
+  static constexpr std::uint32_t kRecordCode = 99;
+  static void check_shape(const char* fn, index_t, index_t r) {
+    COMPACT_REQUIRE(r >= 2, fn << ": ToyCountSketch needs r >= 2, got r = " << r);
+  }
+};
+
+namespace detail {
+template <class Scalar>
+class ToyCountSketchEngine : public ProjectorCore {
+ public:
+  using scalar_type = Scalar;
+  ToyCountSketchEngine(index_t n, index_t r, SketchState state)
+      : ProjectorCore(compact_test::ToyCountSketch{}, "Projector", n, r, state) {}
+  static std::size_t workspace_bytes(index_t n, index_t r) {
+    check_projector_shape<compact_test::ToyCountSketch>("Projector::workspace_bytes", n, r);
+    return 0;
+  }
+  std::size_t scratch_bytes(index_t) const { return 0; }
+  void sketch(MatrixView<const Scalar> x, MatrixView<Scalar> z) const {
+    check_sketch_args(x, z, n_, r_);
+    for (index_t b = 0; b < x.rows; ++b) {
+      for (index_t j = 0; j < r_; ++j) z(b, j) = 0;
+      for (index_t i = 0; i < n_; ++i) z(b, i % r_) += x(b, i);
+    }
+  }
+  void unsketch_grad(MatrixView<const Scalar> g, MatrixView<Scalar> out, compute_t<Scalar> alpha = 1,
+                     compute_t<Scalar> beta = 0) const {
+    check_unsketch_args(g, out, n_, r_);
+    for (index_t m = 0; m < g.rows; ++m) {
+      for (index_t i = 0; i < n_; ++i) out(m, i) = alpha * g(m, i % r_) + (beta == 0 ? Scalar(0) : beta * out(m, i));
+    }
+  }
+  void materialize(MatrixView<Scalar> p) const {
+    check_view("Projector::materialize", "p", p, n_, "n", r_, "r");
+    for (index_t i = 0; i < n_; ++i) {
+      for (index_t j = 0; j < r_; ++j) p(i, j) = j == i % r_ ? Scalar(1) : Scalar(0);
+    }
+  }
+};
+}  // namespace detail
+
+template <class Scalar>
+class Projector<Cpu, compact_test::ToyCountSketch, Scalar>
+    : public detail::CpuProjector<detail::ToyCountSketchEngine<Scalar>> {
+ public:
+  using detail::CpuProjector<detail::ToyCountSketchEngine<Scalar>>::CpuProjector;
+};
+}  // namespace compact
+
+namespace {
+
+using compact::Cpu;
+using compact::Gaussian;
+using compact::index_t;
+using compact::MatrixView;
+using compact::Rademacher;
+using compact::SketchState;
+using compact::Srht;
+
+static_assert(compact_test::has_projector_api<Cpu, Gaussian, float>());
+static_assert(compact_test::has_projector_api<Cpu, Gaussian, double>());
+static_assert(compact_test::has_projector_api<Cpu, Rademacher, float>());
+static_assert(compact_test::has_projector_api<Cpu, Rademacher, double>());
+static_assert(compact_test::has_projector_api<Cpu, Srht, float>());
+static_assert(compact_test::has_projector_api<Cpu, Srht, double>());
+
+static_assert(std::is_same_v<compact::compute_t<float>, float>);
+static_assert(std::is_same_v<compact::compute_t<double>, double>);
+static_assert(std::is_same_v<compact::CpuScratch, compact::Workspace>, "CpuScratch is the older name of Workspace");
+
+// A distribution is a tag with DistributionTraits; anything else is not.
+static_assert(compact::detail::is_distribution<Gaussian> && compact::detail::is_distribution<Rademacher> &&
+              compact::detail::is_distribution<Srht>);
+static_assert(!compact::detail::is_distribution<int> && !compact::detail::is_distribution<Cpu>);
+static_assert(compact::DistributionTraits<Gaussian>::kRecordCode == 1 &&
+              compact::DistributionTraits<Rademacher>::kRecordCode == 2 &&
+              compact::DistributionTraits<Srht>::kRecordCode == 3);
+
+template <class Dist>
+using P = compact::Projector<Cpu, Dist, float>;
+
+TEST_CASE("one shape check: constructors, workspace_bytes and srht_sample refuse a shape with the same message") {
+  const std::string rank = "rank r = 17 must satisfy 1 <= r <= n = 16";
+  CHECK(compact_test::error_of([] { P<Gaussian>(16, 17, {}); }) == "compact: Projector: " + rank);
+  CHECK(compact_test::error_of([] { P<Srht>(16, 17, {}); }) == "compact: Projector: " + rank);
+  CHECK(compact_test::error_of([] { P<Rademacher>::workspace_bytes(16, 17); }) ==
+        "compact: Projector::workspace_bytes: " + rank);
+  CHECK(compact_test::error_of([] { compact::srht_sample({}, 16, 17); }) == "compact: srht_sample: " + rank);
+  // The distribution's own rule, through DistributionTraits<Srht>::check_shape.
+  const std::string pads = "input dimension n = 1048577 pads to n' = 2097152 > 1048576";
+  CHECK(compact_test::error_of([] { P<Srht>((1 << 20) + 1, 4, {}); }).find(pads) != std::string::npos);
+  CHECK(compact_test::error_of([] { P<Srht>::workspace_bytes((1 << 20) + 1, 4); }).find(pads) != std::string::npos);
+  CHECK_NOTHROW(P<Srht>(1 << 20, 4, {}));
+  CHECK_NOTHROW(P<Gaussian>((1 << 20) + 1, 4, {}));  // no such rule for a dense P
+  // The same refusals for every scalar (the check does not depend on it).
+  CHECK(compact_test::shape_refusals<Cpu, Srht, float>() == compact_test::shape_refusals<Cpu, Srht, double>());
+  CHECK(compact_test::shape_refusals<Cpu, Gaussian, float>().find(rank) != std::string::npos);
+}
+
+TEST_CASE_TEMPLATE("the accessors of the core report the constructor's arguments", Dist, Gaussian, Rademacher, Srht) {
+  const SketchState s{11, 12, 13};
+  const compact::Projector<Cpu, Dist, double> p(300, 77, s);
+  CHECK(p.in_dim() == 300);
+  CHECK(p.rank() == 77);
+  CHECK(p.state() == s);
+}
+
+/// A Workspace of workspace_bytes(n, r) serves every call of every row count, and the result is the allocating
+/// call's bit for bit; scratch_bytes(rows), one call's exact need, never exceeds it.
+template <class Dist, class Scalar>
+void check_workspace(index_t n, index_t r) {
+  const compact::Projector<Cpu, Dist, Scalar> p(n, r, SketchState{5, 6, 7});
+  const std::size_t bytes = compact::Projector<Cpu, Dist, Scalar>::workspace_bytes(n, r);
+  std::vector<std::max_align_t> memory(bytes / sizeof(std::max_align_t) + 1);
+  const compact::Workspace w{memory.data(), bytes};
+  for (const index_t rows : {index_t{1}, index_t{9}, index_t{700}}) {
+    CHECK(p.scratch_bytes(rows) <= bytes);
+    const auto x = compact_test::random_matrix<Scalar>(rows, n, 1);
+    const compact::RowMatrix<Scalar> z = p.sketch(x);
+    compact::RowMatrix<Scalar> zw(rows, r);
+    p.sketch(MatrixView<const Scalar>(x.data(), rows, n), MatrixView<Scalar>(zw.data(), rows, r), w);
+    CHECK(std::memcmp(z.data(), zw.data(), sizeof(Scalar) * std::size_t(rows * r)) == 0);
+    const auto g = compact_test::random_matrix<Scalar>(rows, r, 2);
+    compact::RowMatrix<Scalar> out = compact_test::random_matrix<Scalar>(rows, n, 3), outw = out;
+    p.unsketch_grad(g, out, 0.5, 0.25);
+    p.unsketch_grad(MatrixView<const Scalar>(g.data(), rows, r), MatrixView<Scalar>(outw.data(), rows, n), 0.5, 0.25,
+                    w);
+    CHECK(std::memcmp(out.data(), outw.data(), sizeof(Scalar) * std::size_t(rows * n)) == 0);
+  }
+  const compact::Workspace short_by_one{memory.data(), p.scratch_bytes(700) - 1};
+  compact::RowMatrix<Scalar> z(700, r);
+  const auto x = compact_test::random_matrix<Scalar>(700, n, 1);
+  CHECK(compact_test::error_of([&] {
+          p.sketch(MatrixView<const Scalar>(x.data(), 700, n), MatrixView<Scalar>(z.data(), 700, r), short_by_one);
+        }).find("argument workspace has") != std::string::npos);
+}
+
+TEST_CASE_TEMPLATE("workspace_bytes(n, r) is a Workspace that every call takes, with the allocating call's bits", T,
+                   float, double) {
+  check_workspace<Gaussian, T>(300, 77);
+  check_workspace<Rademacher, T>(300, 77);
+  check_workspace<Srht, T>(300, 77);
+}
+
+TEST_CASE("a dense projector's workspace follows its panel budget") {
+  // n = 1000, r = 300 in panels of at most 2^16 entries: sketch panels 1000 x 128, unsketch panels 128 x 300.
+  using G = compact::Projector<Cpu, Gaussian, float>;
+  CHECK(G::workspace_bytes(1000, 300, index_t{1} << 16) == sizeof(float) * 1000 * 128);
+  CHECK(G(1000, 300, {}, index_t{1} << 16).scratch_bytes(5) == sizeof(float) * 1000 * 128);
+  CHECK(G::workspace_bytes(1000, 300) == sizeof(float) * 1000 * 300);  // the default budget holds all of P
+}
+
+TEST_CASE("alpha and beta keep double precision for a double projector") {
+  // alpha = 1 + 2^-40 is not a float: in a float it would round to 1 and out would equal g P^T exactly.
+  using D = compact::Projector<Cpu, Rademacher, double>;
+  const D p(64, 8, SketchState{1, 2, 3});
+  const auto g = compact_test::random_matrix<double>(3, 8, 4);
+  const compact::RowMatrix<double> one = p.unsketch_grad(g);
+  compact::RowMatrix<double> scaled(3, 64);
+  const double alpha = 1.0 + std::ldexp(1.0, -40);
+  p.unsketch_grad(g, scaled, alpha, 0.0);
+  CHECK((scaled - one).cwiseAbs().maxCoeff() > 0.0);
+  // Rademacher entries are +-1/sqrt(8): each output is alpha times a sum the GEMM rounds once per term; the scaled
+  // result differs from alpha * one by at most the rounding of that one product, |alpha * one| 2^-52 each.
+  CHECK(((scaled - alpha * one).cwiseAbs() - one.cwiseAbs() * std::ldexp(2.0, -52)).maxCoeff() <= 0.0);
+}
+
+}  // namespace
+
+namespace {
+
+using Toy = compact::Projector<Cpu, compact_test::ToyCountSketch, float>;
+static_assert(compact_test::has_projector_api<Cpu, compact_test::ToyCountSketch, float>());
+
+TEST_CASE("a distribution added through DistributionTraits and one engine gets the core and the Eigen conveniences") {
+  // The shape check: the entry spec's rule, then the toy's own, with the same function names as every projector.
+  CHECK(compact_test::error_of([] { Toy(16, 17, {}); }) ==
+        "compact: Projector: rank r = 17 must satisfy 1 <= r <= n = 16");
+  CHECK(compact_test::error_of([] { Toy(16, 1, {}); }) == "compact: Projector: ToyCountSketch needs r >= 2, got r = 1");
+  CHECK(compact_test::error_of([] { Toy::workspace_bytes(16, 1); }).find("needs r >= 2") != std::string::npos);
+  const Toy p(10, 4, SketchState{1, 2, 3});
+  CHECK(p.in_dim() == 10);
+  CHECK(p.rank() == 4);
+  CHECK(p.state() == SketchState{1, 2, 3});
+  // The Eigen conveniences, written once in CpuProjector, on integer-valued data (every sum exact in float).
+  compact::RowMatrix<float> x(3, 10);
+  for (index_t k = 0; k < x.size(); ++k) x.data()[k] = float(k % 7) - 3.0f;
+  const compact::RowMatrix<float> pm = p.materialize();
+  CHECK(p.sketch(x) == x * pm);
+  const compact::RowMatrix<float> g = p.sketch(x);
+  CHECK(p.unsketch_grad(g) == g * pm.transpose());
+  compact::RowMatrix<float> out = x;
+  p.unsketch_grad(g, out, 2.0f, 1.0f);
+  CHECK(out == 2.0f * (g * pm.transpose()) + x);
+}
+
+}  // namespace
