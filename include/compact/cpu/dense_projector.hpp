@@ -3,7 +3,6 @@
 /// Projector<Cpu, Gaussian|Rademacher, float|double>: dense P generated panel by panel and fed to the GEMM.
 
 #include <algorithm>
-#include <climits>
 #include <memory>
 #include <type_traits>
 #include <vector>
@@ -14,7 +13,7 @@
 #include "compact/core/projector_fwd.hpp"
 #include "compact/core/state.hpp"
 #include "compact/core/view.hpp"
-#include "compact/cpu/blas.hpp"
+#include "compact/cpu/gemm_engine.hpp"
 #include "compact/cpu/eigen.hpp"
 #include "compact/cpu/generate.hpp"
 
@@ -37,9 +36,10 @@ inline void check_dims(const char* fn, index_t n, index_t r) {
 /// r = 1024, is one panel), independent of the thread count; allocated per call, or lent by the caller
 /// (CpuScratch overloads, scratch_bytes()).
 /// GEMM: a fixed grid of output tiles per panel (a function of the shape only, see tile_grid), one single-threaded
-/// GEMM per tile on the OpenMP team: Eigen's, or CBLAS's with COMPACT_USE_BLAS (cpu/blas.hpp). Every output
-/// element is therefore computed by the same GEMM call whatever the team size: the result is bitwise independent of
-/// the number of threads, for both engines.
+/// GEMM per tile on the OpenMP team, on the projector's GemmEngine (cpu/gemm_engine.hpp): Eigen's, or the registered
+/// CBLAS (default_gemm_engine() at construction, set_gemm_engine to change). Every output element is therefore
+/// computed by the same GEMM call whatever the team size: the result is bitwise independent of the number of
+/// threads, for both engines.
 template <class Dist, class Scalar>
 class DenseCpuProjector {
   static_assert(std::is_same_v<Scalar, float> || std::is_same_v<Scalar, double>,
@@ -75,12 +75,17 @@ class DenseCpuProjector {
       : n_(n), r_(r), state_(state), panel_entries_(panel_entries) {
     check_dims("Projector", n, r);
     COMPACT_REQUIRE(panel_entries >= 1, "Projector: argument panel_entries = " << panel_entries << " must be >= 1");
-    if constexpr (kUseBlas) {
-      COMPACT_REQUIRE(n <= index_t{INT_MAX}, "Projector: input dimension n = "
-                                                 << n << " exceeds " << INT_MAX
-                                                 << ", the largest GEMM size of the 32-bit BLAS (COMPACT_USE_BLAS)");
-    }
+    check_gemm_engine("Projector", engine_, n);
     params_ = entry_params(state_, r_);
+  }
+
+  /// The GEMM engine of sketch and unsketch_grad (default_gemm_engine() at construction).
+  GemmEngine gemm_engine() const { return engine_; }
+  /// Runs later products on `engine`; compact::error (the projector unchanged) when it is not available or is kBlas
+  /// with n beyond the 32-bit BLAS integer. Not thread-safe against calls running on this projector.
+  void set_gemm_engine(GemmEngine engine) {
+    check_gemm_engine("Projector::set_gemm_engine", engine, n_);
+    engine_ = engine;
   }
 
   index_t in_dim() const { return n_; }
@@ -170,7 +175,7 @@ class DenseCpuProjector {
   /// sketch after the checks: column panels of P into `panel` (n x panel_width()), one GEMM grid per panel.
   void sketch_unchecked(const MatrixView<const Scalar>& x, const MatrixView<Scalar>& z, Scalar* panel) const {
     const index_t b = x.rows, width = panel_width();
-    const SerialBlasScope serial_blas;
+    const SerialBlasScope serial_blas(engine_);
     for (index_t j0 = 0; j0 < r_; j0 += width) {
       const index_t w = std::min(width, r_ - j0);
       generate_parallel(0, n_, j0, j0 + w, panel, w);
@@ -178,8 +183,8 @@ class DenseCpuProjector {
       parallel_tasks(grid.count(), 2.0 * double(b) * double(n_) * double(w), [&](index_t t, int) {
         const index_t i0 = (t / grid.col_tiles) * grid.tile_rows, c0 = (t % grid.col_tiles) * grid.tile_cols;
         const index_t th = std::min(grid.tile_rows, b - i0), tw = std::min(grid.tile_cols, w - c0);
-        serial_gemm<Scalar>(th, tw, n_, Scalar(1), x.data + i0 * x.row_stride, x.row_stride, panel + c0, w, false,
-                            Scalar(0), z.data + i0 * z.row_stride + j0 + c0, z.row_stride);
+        serial_gemm<Scalar>(engine_, th, tw, n_, Scalar(1), x.data + i0 * x.row_stride, x.row_stride, panel + c0, w,
+                            false, Scalar(0), z.data + i0 * z.row_stride + j0 + c0, z.row_stride);
       });
     }
   }
@@ -188,7 +193,7 @@ class DenseCpuProjector {
   void unsketch_unchecked(const MatrixView<const Scalar>& g, const MatrixView<Scalar>& out, Scalar alpha, Scalar beta,
                           Scalar* panel) const {
     const index_t m = g.rows, height = panel_height();
-    const SerialBlasScope serial_blas;
+    const SerialBlasScope serial_blas(engine_);
     for (index_t i0 = 0; i0 < n_; i0 += height) {
       const index_t h = std::min(height, n_ - i0);
       generate_parallel(i0, i0 + h, 0, r_, panel, r_);
@@ -196,8 +201,8 @@ class DenseCpuProjector {
       parallel_tasks(grid.count(), 2.0 * double(m) * double(h) * double(r_), [&](index_t t, int) {
         const index_t a0 = (t / grid.col_tiles) * grid.tile_rows, c0 = (t % grid.col_tiles) * grid.tile_cols;
         const index_t th = std::min(grid.tile_rows, m - a0), tw = std::min(grid.tile_cols, h - c0);
-        serial_gemm<Scalar>(th, tw, r_, alpha, g.data + a0 * g.row_stride, g.row_stride, panel + c0 * r_, r_, true,
-                            beta, out.data + a0 * out.row_stride + i0 + c0, out.row_stride);
+        serial_gemm<Scalar>(engine_, th, tw, r_, alpha, g.data + a0 * g.row_stride, g.row_stride, panel + c0 * r_, r_,
+                            true, beta, out.data + a0 * out.row_stride + i0 + c0, out.row_stride);
       });
     }
   }
@@ -236,19 +241,13 @@ class DenseCpuProjector {
     return g;
   }
 
-  /// With COMPACT_USE_BLAS the GEMM takes 32-bit leading dimensions: refuse a larger row stride before any write
-  /// (a check inside the thread team could not report it).
+  /// The BLAS engine takes 32-bit leading dimensions: refuse a larger row stride before any write (a check inside
+  /// the thread team could not report it).
   template <class T>
-  static void check_gemm_stride(const char* fn, const char* name, const MatrixView<T>& v) {
-    if constexpr (kUseBlas) {
-      COMPACT_REQUIRE(v.row_stride <= index_t{INT_MAX}, fn << ": argument " << name
-                                                           << " has row_stride = " << v.row_stride << " > " << INT_MAX
-                                                           << ", the largest leading dimension of the 32-bit BLAS");
-    } else {
-      (void)fn;
-      (void)name;
-      (void)v;
-    }
+  void check_gemm_stride(const char* fn, const char* name, const MatrixView<T>& v) const {
+    COMPACT_REQUIRE(engine_ != GemmEngine::kBlas || v.row_stride <= kBlasMaxExtent,
+                    fn << ": argument " << name << " has row_stride = " << v.row_stride << " > " << kBlasMaxExtent
+                       << ", the largest leading dimension of the 32-bit BLAS (GemmEngine::kBlas)");
   }
 
   /// The panel extent along `along` (capped there) for panels that span `across`: see panel_width(). Every
@@ -264,6 +263,7 @@ class DenseCpuProjector {
   SketchState state_;
   index_t panel_entries_;
   EntryParams params_;
+  GemmEngine engine_ = default_gemm_engine();
 };
 
 }  // namespace detail
