@@ -16,28 +16,10 @@
 #include "compact/cpu/generate_avx512.hpp"
 #include "compact/cpu/isa.hpp"
 
-#if COMPACT_DETAIL_HAS_X86_PATHS
-#include <immintrin.h>
-#define COMPACT_DETAIL_HAS_AVX2_PATH 1
-/// Compiles one function for AVX2 + FMA whatever the translation unit's -m flags; only called after a CPU check.
-#define COMPACT_DETAIL_TARGET_AVX2 __attribute__((target("avx2,fma")))
-#else
-#define COMPACT_DETAIL_HAS_AVX2_PATH 0
-#endif
-
 namespace compact {
 namespace detail {
 
-/// The instruction sets panel generation can use (the older name of CpuIsa); every one produces identical bits.
-using GenerateIsa = CpuIsa;
-
-/// True when this CPU runs the AVX2 + FMA path.
-inline bool cpu_has_avx2_fma() { return cpu_isa_supported(CpuIsa::kAvx2); }
-
-/// The instruction set panel generation uses now (active_cpu_isa()).
-inline GenerateIsa best_generate_isa() { return active_cpu_isa(); }
-
-#if COMPACT_DETAIL_HAS_AVX2_PATH
+#if COMPACT_DETAIL_HAS_X86_PATHS
 
 /// An unsigned 32-bit constant broadcast to the eight lanes (the bits, not the value, of an int).
 COMPACT_DETAIL_TARGET_AVX2 inline __m256i set1_u32(std::uint32_t v) { return _mm256_set1_epi32(static_cast<int>(v)); }
@@ -357,7 +339,7 @@ COMPACT_DETAIL_TARGET_AVX2 inline void fill_rademacher_panel_avx2(const EntryPar
   }
 }
 
-#endif  // COMPACT_DETAIL_HAS_AVX2_PATH
+#endif  // COMPACT_DETAIL_HAS_X86_PATHS
 
 /// Writes P[i0:i1, j0:j1] of a dense distribution into out (row-major, leading dimension ld >= j1 - j0), in fp32
 /// converted to Scalar, with the given instruction set (which must be supported: cpu_isa_supported(isa)).
@@ -365,7 +347,7 @@ COMPACT_DETAIL_TARGET_AVX2 inline void fill_rademacher_panel_avx2(const EntryPar
 /// Every instruction set gives the bits of fill_dense_panel_scalar. Preconditions (unchecked, internal):
 /// 0 <= i0 <= i1 <= kMaxDim, 0 <= j0 <= j1 <= kMaxDim.
 template <class Dist, class Scalar>
-void fill_dense_panel_with(GenerateIsa isa, const EntryParams& p, index_t i0, index_t i1, index_t j0, index_t j1,
+void fill_dense_panel_with(CpuIsa isa, const EntryParams& p, index_t i0, index_t i1, index_t j0, index_t j1,
                            Scalar* out, index_t ld) {
   static_assert(std::is_same_v<Dist, Gaussian> || std::is_same_v<Dist, Rademacher>,
                 "compact::detail::fill_dense_panel: Dist must be Gaussian or Rademacher");
@@ -382,7 +364,7 @@ void fill_dense_panel_with(GenerateIsa isa, const EntryParams& p, index_t i0, in
     return;
   }
 #endif
-#if COMPACT_DETAIL_HAS_AVX2_PATH
+#if COMPACT_DETAIL_HAS_X86_PATHS
   if (isa == CpuIsa::kAvx2) {
     if constexpr (std::is_same_v<Dist, Gaussian>) {
       fill_gaussian_panel_avx2(p, i0, i1, j0, j1, out, ld);
