@@ -149,10 +149,10 @@ inline int team_size(index_t tasks, double flops) {
 }
 
 /// Runs body(task, thread_index) for task in [0, tasks) on compact's task pool (cpu/task_pool.hpp) with up to
-/// omp_get_max_threads() threads, thread_index in [0, team_size(tasks, flops)); serially without OpenMP, inside an OpenMP
-/// region or another call's task, or when `flops` is too small to pay for waking a team. The partition into tasks
-/// never depends on the thread count, and every GEMM issued inside runs single-threaded (the thread's OpenMP thread
-/// count is 1 while body runs, so Eigen's GEMM keeps its one-thread blocking), so results are bitwise identical
+/// omp_get_max_threads() threads, thread_index in [0, team_size(tasks, flops)); serially without OpenMP, inside an
+/// OpenMP region or another call's task, or when `flops` is too small to pay for waking a team. The partition into
+/// tasks never depends on the thread count, and every GEMM issued inside runs single-threaded (the thread's OpenMP
+/// thread count is 1 while body runs, so Eigen's GEMM keeps its one-thread blocking), so results are bitwise identical
 /// for any number of threads. Body must not throw.
 template <class Body>
 void parallel_tasks(index_t tasks, double flops, Body&& body) {
@@ -162,8 +162,10 @@ void parallel_tasks(index_t tasks, double flops, Body&& body) {
     using B = std::remove_reference_t<Body>;
     const TaskPool::TaskFn call = [](void* ctx, index_t t, int slot) { (*static_cast<B*>(ctx))(t, slot); };
     in_pool_task = true;
-    const bool ran = TaskPool::instance().try_run(tasks, team - 1, call,
-                                                  const_cast<void*>(static_cast<const void*>(std::addressof(body))));
+    TaskPool* pool = TaskPool::instance();
+    const bool ran =
+        pool != nullptr &&
+        pool->try_run(tasks, team - 1, call, const_cast<void*>(static_cast<const void*>(std::addressof(body))));
     in_pool_task = false;
     if (ran) return;
   }

@@ -90,8 +90,9 @@ class Projector<Cpu, Srht, Scalar> {
     log_padded_ = log2_pow2(padded_);
     params_ = entry_params(state_, r_);
     // O(n') memory (at most a few MiB): an allocation failure is reported as compact::error like every other.
-    const std::size_t bytes = static_cast<std::size_t>(padded_) * (sizeof(index_t) + sizeof(std::int32_t) + sizeof(std::uint64_t)) +
-                              static_cast<std::size_t>(n_) * sizeof(Scalar);
+    const std::size_t bytes =
+        static_cast<std::size_t>(padded_) * (sizeof(index_t) + sizeof(std::int32_t) + sizeof(std::uint64_t)) +
+        static_cast<std::size_t>(n_) * sizeof(Scalar);
     detail::allocating("Projector<Cpu, Srht>", "the column sample and signs", bytes, [&] {
       sample_ = srht_sample(state_, n_, r_);
       sample32_.assign(sample_.begin(), sample_.end());

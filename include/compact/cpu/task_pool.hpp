@@ -11,6 +11,7 @@
 /// woken promptly), tasks are claimed from a shared counter (a worker that wakes late finds them done), and a call
 /// waits only for the workers that actually joined it, never for one still waiting for a core.
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -60,27 +61,41 @@ class TaskPool {
 
   /// The process's pool: created on first use and never destroyed (its workers sleep until the process ends); a
   /// child process created by fork() gets a new pool on its first call (the parent's workers do not exist there).
-  static TaskPool& instance() {
-    static TaskPool* pool = new TaskPool();
-#if defined(__unix__)
-    if (pool->pid_ != ::getpid()) pool = new TaskPool();
-#endif
-    return *pool;
+  /// Null when the pool cannot be created (out of memory): the caller then runs its tasks itself.
+  static TaskPool* instance() noexcept {
+    static std::atomic<TaskPool*> pool{nullptr};
+    TaskPool* current = pool.load(std::memory_order_acquire);
+    if (current != nullptr && current->owned_by_this_process()) return current;
+    TaskPool* fresh = nullptr;
+    try {
+      fresh = new TaskPool();
+    } catch (...) {
+      return nullptr;
+    }
+    if (pool.compare_exchange_strong(current, fresh, std::memory_order_acq_rel)) return fresh;
+    delete fresh;  // another thread of this process published its pool first (current now holds it)
+    return current;
   }
 
   /// Runs call(ctx, t, slot) once for every t in [0, tasks) on the calling thread and on up to `helpers` workers,
   /// returning when all tasks are done. Returns false, having run nothing, when another thread is using the pool
-  /// (the caller then runs its tasks itself). Tasks must not throw.
-  bool try_run(index_t tasks, int helpers, TaskFn call, void* ctx) {
+  /// (the caller then runs its tasks itself). Never throws: when a worker cannot be started, the call runs on the
+  /// workers there are (the caller alone at worst). Tasks must not throw.
+  bool try_run(index_t tasks, int helpers, TaskFn call, void* ctx) noexcept {
     std::unique_lock<std::mutex> busy(run_mutex_, std::try_to_lock);
     if (!busy.owns_lock()) return false;
-    Job job{tasks, {0}, helpers, call, ctx};
+    Job job{tasks, {0}, 0, call, ctx};
     {
       std::lock_guard<std::mutex> lock(mutex_);
       while (workers_ < helpers) {
-        std::thread([this] { work(); }).detach();
+        try {
+          std::thread([this] { work(); }).detach();
+        } catch (...) {
+          break;  // no memory or no thread for another worker: run with the workers there are
+        }
         ++workers_;
       }
+      job.helpers = std::min(helpers, workers_);
       job_ = &job;
       ++epoch_;
       joined_ = 0;
@@ -103,6 +118,14 @@ class TaskPool {
   };
 
   TaskPool() = default;
+
+  bool owned_by_this_process() const noexcept {
+#if defined(__unix__)
+    return pid_ == ::getpid();
+#else
+    return true;
+#endif
+  }
 
   static void drain(Job* job, int slot) {
     for (index_t t = job->next.fetch_add(1, std::memory_order_relaxed); t < job->tasks;
