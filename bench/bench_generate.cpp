@@ -34,7 +34,7 @@ void set_rate(benchmark::State& state, index_t entries) {
 }
 
 template <class Dist>
-void BM_Generate_Cpu(benchmark::State& state, compact::detail::GenerateIsa isa) {
+void BM_Generate_Cpu(benchmark::State& state, compact::CpuIsa isa) {
   const index_t rows = state.range(0), cols = state.range(1);
   std::vector<float> panel(static_cast<std::size_t>(rows * cols));
   index_t row0 = 0;
@@ -48,16 +48,16 @@ void BM_Generate_Cpu(benchmark::State& state, compact::detail::GenerateIsa isa) 
 }
 
 void BM_Generate_Cpu_Gaussian(benchmark::State& state) {
-  BM_Generate_Cpu<compact::Gaussian>(state, compact::detail::best_generate_isa());
+  BM_Generate_Cpu<compact::Gaussian>(state, compact::active_cpu_isa());
 }
 void BM_Generate_Cpu_Rademacher(benchmark::State& state) {
-  BM_Generate_Cpu<compact::Rademacher>(state, compact::detail::best_generate_isa());
+  BM_Generate_Cpu<compact::Rademacher>(state, compact::active_cpu_isa());
 }
 void BM_Generate_Reference_Gaussian(benchmark::State& state) {
-  BM_Generate_Cpu<compact::Gaussian>(state, compact::detail::GenerateIsa::kScalar);
+  BM_Generate_Cpu<compact::Gaussian>(state, compact::CpuIsa::kScalar);
 }
 void BM_Generate_Reference_Rademacher(benchmark::State& state) {
-  BM_Generate_Cpu<compact::Rademacher>(state, compact::detail::GenerateIsa::kScalar);
+  BM_Generate_Cpu<compact::Rademacher>(state, compact::CpuIsa::kScalar);
 }
 
 /// The naive method: std::mt19937 + std::normal_distribution (libm Box-Muller / Marsaglia polar in libstdc++).

@@ -1,18 +1,19 @@
 // SPDX-License-Identifier: MIT
 /// Dense sketch z = x P and unsketch W += alpha g P^T: compact against its GEMM floor and the baselines.
 ///
-/// Rows (engine = the GEMM engine of this binary: "eigen", or "blas" when built with COMPACT_USE_BLAS):
+/// Rows, for each GEMM engine this binary has (engine: "eigen", and "blas" when built against compact::blas; one binary
+/// runs both side by side, cpu/gemm_engine.hpp):
 ///   BM_Sketch_Cpu_<Dist>        compact's projector (P generated panel by panel, never stored)
 ///   BM_Sketch_StoredP_Gemm      the floor: the same GEMM engine with P already in memory
 ///   BM_Sketch_Naive_Gaussian    std::mt19937 + std::normal_distribution fill of P, then the same GEMM
-///   BM_Sketch_Torch_Gaussian    the reference method: torch::randn({n, r}) / sqrt(r), then torch::matmul
+///   BM_Sketch_Torch_Gaussian    the reference method: torch::randn({n, r}) / sqrt(r), then torch::matmul (libtorch's
+///                               own GEMM: registered once, tagged engine:eigen)
 /// and the same four for Unsketch (g is m x r, W is m x n, accumulated with alpha = -0.01).
 /// Shapes: B (or m) in {256, 4096}, n in {1024, 4096}, r in {n/8, n/4, n/2}; the B = 4096, n = 4096 shapes run
 /// only at r = n/4 unless COMPACT_BENCH_FULL=1 (they take seconds each on two cores).
 #include <benchmark/benchmark.h>
 
 #include <compact/compact.hpp>
-#include <compact/cpu/blas.hpp>
 
 #include "bench_support.hpp"
 
@@ -35,30 +36,26 @@ using compact_bench::random_matrix;
 const compact::SketchState kState{2024, 1, 0};
 constexpr float kAlpha = -0.01f;
 
-#if defined(COMPACT_USE_BLAS)
-const char* const kEngine = "blas";
-#else
-const char* const kEngine = "eigen";
-#endif
+using compact::GemmEngine;
 
-/// C = a * b (a: m x k, b: k x n) on this binary's engine, all threads.
-void engine_product(const Matrix& a, const Matrix& b, Matrix& c) {
-#if defined(COMPACT_USE_BLAS)
-  compact::detail::blas_gemm<float>(a.rows(), b.cols(), a.cols(), 1.0f, a.data(), a.cols(), b.data(), b.cols(), false,
-                                    0.0f, c.data(), c.cols());
-#else
-  c.noalias() = a * b;
-#endif
+/// C = a * b (a: m x k, b: k x n) on `engine`, all threads (Eigen's or the BLAS's own threading).
+void engine_product(GemmEngine engine, const Matrix& a, const Matrix& b, Matrix& c) {
+  if (engine == GemmEngine::kBlas) {
+    compact::detail::blas_gemm<float>(a.rows(), b.cols(), a.cols(), 1.0f, a.data(), a.cols(), b.data(), b.cols(), false,
+                                      0.0f, c.data(), c.cols());
+  } else {
+    c.noalias() = a * b;
+  }
 }
 
-/// W += alpha g p^T (g: m x r, p: n x r) on this binary's engine, all threads.
-void engine_update(const Matrix& g, const Matrix& p, Matrix& w) {
-#if defined(COMPACT_USE_BLAS)
-  compact::detail::blas_gemm<float>(g.rows(), p.rows(), g.cols(), kAlpha, g.data(), g.cols(), p.data(), p.cols(), true,
-                                    1.0f, w.data(), w.cols());
-#else
-  w.noalias() += kAlpha * (g * p.transpose());
-#endif
+/// W += alpha g p^T (g: m x r, p: n x r) on `engine`, all threads.
+void engine_update(GemmEngine engine, const Matrix& g, const Matrix& p, Matrix& w) {
+  if (engine == GemmEngine::kBlas) {
+    compact::detail::blas_gemm<float>(g.rows(), p.rows(), g.cols(), kAlpha, g.data(), g.cols(), p.data(), p.cols(),
+                                      true, 1.0f, w.data(), w.cols());
+  } else {
+    w.noalias() += kAlpha * (g * p.transpose());
+  }
 }
 
 void set_counters(benchmark::State& state, index_t rows, index_t n, index_t r) {
@@ -74,10 +71,11 @@ void fill_naive_gaussian(Matrix& p, std::mt19937& rng) {
 }
 
 template <class Dist>
-void BM_Sketch_Cpu(benchmark::State& state, index_t b, index_t n, index_t r) {
+void BM_Sketch_Cpu(benchmark::State& state, GemmEngine engine, index_t b, index_t n, index_t r) {
   const Matrix x = random_matrix(b, n, 1);
   Matrix z(b, r);
-  const compact::Projector<compact::Cpu, Dist, float> proj(n, r, kState);
+  compact::Projector<compact::Cpu, Dist, float> proj(n, r, kState);
+  proj.set_gemm_engine(engine);
   for (auto _ : state) {
     proj.sketch(compact::detail::as_view<float>(x), compact::detail::as_mutable_view<float>(z));
     benchmark::DoNotOptimize(z.data());
@@ -85,34 +83,35 @@ void BM_Sketch_Cpu(benchmark::State& state, index_t b, index_t n, index_t r) {
   set_counters(state, b, n, r);
 }
 
-void BM_Sketch_StoredP_Gemm(benchmark::State& state, index_t b, index_t n, index_t r) {
+void BM_Sketch_StoredP_Gemm(benchmark::State& state, GemmEngine engine, index_t b, index_t n, index_t r) {
   const Matrix x = random_matrix(b, n, 1);
   const Matrix p = compact::Projector<compact::Cpu, compact::Gaussian, float>(n, r, kState).materialize();
   Matrix z(b, r);
   for (auto _ : state) {
-    engine_product(x, p, z);
+    engine_product(engine, x, p, z);
     benchmark::DoNotOptimize(z.data());
   }
   set_counters(state, b, n, r);
 }
 
-void BM_Sketch_Naive_Gaussian(benchmark::State& state, index_t b, index_t n, index_t r) {
+void BM_Sketch_Naive_Gaussian(benchmark::State& state, GemmEngine engine, index_t b, index_t n, index_t r) {
   const Matrix x = random_matrix(b, n, 1);
   Matrix p(n, r), z(b, r);
   std::mt19937 rng(7);
   for (auto _ : state) {
     fill_naive_gaussian(p, rng);
-    engine_product(x, p, z);
+    engine_product(engine, x, p, z);
     benchmark::DoNotOptimize(z.data());
   }
   set_counters(state, b, n, r);
 }
 
 template <class Dist>
-void BM_Unsketch_Cpu(benchmark::State& state, index_t m, index_t n, index_t r) {
+void BM_Unsketch_Cpu(benchmark::State& state, GemmEngine engine, index_t m, index_t n, index_t r) {
   const Matrix g = random_matrix(m, r, 2);
   Matrix w = random_matrix(m, n, 3);
-  const compact::Projector<compact::Cpu, Dist, float> proj(n, r, kState);
+  compact::Projector<compact::Cpu, Dist, float> proj(n, r, kState);
+  proj.set_gemm_engine(engine);
   for (auto _ : state) {
     proj.unsketch_grad(compact::detail::as_view<float>(g), compact::detail::as_mutable_view<float>(w), kAlpha, 1.0f);
     benchmark::DoNotOptimize(w.data());
@@ -120,32 +119,32 @@ void BM_Unsketch_Cpu(benchmark::State& state, index_t m, index_t n, index_t r) {
   set_counters(state, m, n, r);
 }
 
-void BM_Unsketch_StoredP_Gemm(benchmark::State& state, index_t m, index_t n, index_t r) {
+void BM_Unsketch_StoredP_Gemm(benchmark::State& state, GemmEngine engine, index_t m, index_t n, index_t r) {
   const Matrix g = random_matrix(m, r, 2);
   Matrix w = random_matrix(m, n, 3);
   const Matrix p = compact::Projector<compact::Cpu, compact::Gaussian, float>(n, r, kState).materialize();
   for (auto _ : state) {
-    engine_update(g, p, w);
+    engine_update(engine, g, p, w);
     benchmark::DoNotOptimize(w.data());
   }
   set_counters(state, m, n, r);
 }
 
-void BM_Unsketch_Naive_Gaussian(benchmark::State& state, index_t m, index_t n, index_t r) {
+void BM_Unsketch_Naive_Gaussian(benchmark::State& state, GemmEngine engine, index_t m, index_t n, index_t r) {
   const Matrix g = random_matrix(m, r, 2);
   Matrix w = random_matrix(m, n, 3);
   Matrix p(n, r);
   std::mt19937 rng(7);
   for (auto _ : state) {
     fill_naive_gaussian(p, rng);
-    engine_update(g, p, w);
+    engine_update(engine, g, p, w);
     benchmark::DoNotOptimize(w.data());
   }
   set_counters(state, m, n, r);
 }
 
 #if defined(COMPACT_BENCH_HAS_TORCH)
-void BM_Sketch_Torch_Gaussian(benchmark::State& state, index_t b, index_t n, index_t r) {
+void BM_Sketch_Torch_Gaussian(benchmark::State& state, GemmEngine /*engine*/, index_t b, index_t n, index_t r) {
   torch::NoGradGuard no_grad;
   const torch::Tensor x = torch::rand({b, n}) * 2 - 1;
   for (auto _ : state) {
@@ -156,7 +155,7 @@ void BM_Sketch_Torch_Gaussian(benchmark::State& state, index_t b, index_t n, ind
   set_counters(state, b, n, r);
 }
 
-void BM_Unsketch_Torch_Gaussian(benchmark::State& state, index_t m, index_t n, index_t r) {
+void BM_Unsketch_Torch_Gaussian(benchmark::State& state, GemmEngine /*engine*/, index_t m, index_t n, index_t r) {
   torch::NoGradGuard no_grad;
   const torch::Tensor g = torch::rand({m, r}) * 2 - 1;
   torch::Tensor w = torch::rand({m, n}) * 2 - 1;
@@ -169,12 +168,12 @@ void BM_Unsketch_Torch_Gaussian(benchmark::State& state, index_t m, index_t n, i
 }
 #endif
 
-using Body = void (*)(benchmark::State&, index_t, index_t, index_t);
+using Body = void (*)(benchmark::State&, GemmEngine, index_t, index_t, index_t);
 
-void add(const std::string& name, Body body, index_t b, index_t n, index_t r) {
-  const std::string full =
-      name + "/engine:" + kEngine + "/B:" + std::to_string(b) + "/n:" + std::to_string(n) + "/r:" + std::to_string(r);
-  benchmark::RegisterBenchmark(full.c_str(), body, b, n, r)->UseRealTime()->Unit(benchmark::kMillisecond);
+void add(const std::string& name, Body body, GemmEngine engine, index_t b, index_t n, index_t r) {
+  const std::string full = name + "/engine:" + compact::gemm_engine_name(engine) + "/B:" + std::to_string(b) +
+                           "/n:" + std::to_string(n) + "/r:" + std::to_string(r);
+  benchmark::RegisterBenchmark(full.c_str(), body, engine, b, n, r)->UseRealTime()->Unit(benchmark::kMillisecond);
 }
 
 void register_all() {
@@ -185,19 +184,20 @@ void register_all() {
       for (const index_t div : {8, 4, 2}) {
         const index_t r = n / div;
         if (b == 4096 && n == 4096 && div != 4 && !full) continue;
-        add("BM_Sketch_Cpu_Gaussian", BM_Sketch_Cpu<compact::Gaussian>, b, n, r);
-        add("BM_Sketch_Cpu_Rademacher", BM_Sketch_Cpu<compact::Rademacher>, b, n, r);
-        add("BM_Sketch_StoredP_Gemm", BM_Sketch_StoredP_Gemm, b, n, r);
-        add("BM_Sketch_Naive_Gaussian", BM_Sketch_Naive_Gaussian, b, n, r);
+        for (const GemmEngine e : {GemmEngine::kEigen, GemmEngine::kBlas}) {
+          if (!compact::gemm_engine_available(e)) continue;
+          add("BM_Sketch_Cpu_Gaussian", BM_Sketch_Cpu<compact::Gaussian>, e, b, n, r);
+          add("BM_Sketch_Cpu_Rademacher", BM_Sketch_Cpu<compact::Rademacher>, e, b, n, r);
+          add("BM_Sketch_StoredP_Gemm", BM_Sketch_StoredP_Gemm, e, b, n, r);
+          add("BM_Sketch_Naive_Gaussian", BM_Sketch_Naive_Gaussian, e, b, n, r);
+          add("BM_Unsketch_Cpu_Gaussian", BM_Unsketch_Cpu<compact::Gaussian>, e, b, n, r);
+          add("BM_Unsketch_Cpu_Rademacher", BM_Unsketch_Cpu<compact::Rademacher>, e, b, n, r);
+          add("BM_Unsketch_StoredP_Gemm", BM_Unsketch_StoredP_Gemm, e, b, n, r);
+          add("BM_Unsketch_Naive_Gaussian", BM_Unsketch_Naive_Gaussian, e, b, n, r);
+        }
 #if defined(COMPACT_BENCH_HAS_TORCH)
-        add("BM_Sketch_Torch_Gaussian", BM_Sketch_Torch_Gaussian, b, n, r);
-#endif
-        add("BM_Unsketch_Cpu_Gaussian", BM_Unsketch_Cpu<compact::Gaussian>, b, n, r);
-        add("BM_Unsketch_Cpu_Rademacher", BM_Unsketch_Cpu<compact::Rademacher>, b, n, r);
-        add("BM_Unsketch_StoredP_Gemm", BM_Unsketch_StoredP_Gemm, b, n, r);
-        add("BM_Unsketch_Naive_Gaussian", BM_Unsketch_Naive_Gaussian, b, n, r);
-#if defined(COMPACT_BENCH_HAS_TORCH)
-        add("BM_Unsketch_Torch_Gaussian", BM_Unsketch_Torch_Gaussian, b, n, r);
+        add("BM_Sketch_Torch_Gaussian", BM_Sketch_Torch_Gaussian, GemmEngine::kEigen, b, n, r);
+        add("BM_Unsketch_Torch_Gaussian", BM_Unsketch_Torch_Gaussian, GemmEngine::kEigen, b, n, r);
 #endif
       }
     }

@@ -34,7 +34,7 @@ LOAD_START="$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown)"
 filter_for() {
   if [[ "$TARGETS" != 1 ]]; then echo "$FILTER"; return; fi
   case "$1" in
-    bench_sketch | bench_sketch_blas) echo 'BM_Sketch_(Cpu_Gaussian|Cpu_Rademacher|StoredP_Gemm)/engine:[a-z]+/B:(256|4096)/n:4096/r:1024/' ;;
+    bench_sketch) echo 'BM_Sketch_(Cpu_Gaussian|Cpu_Rademacher|StoredP_Gemm)/engine:[a-z]+/B:(256|4096)/n:4096/r:1024/' ;;
     bench_fwht) echo 'BM_Sketch_Cpu_(Srht|Gaussian)/B:(256|4096)/n:4096/r:1024/|BM_Copy_Memcpy/B:4096/n:4096/|BM_Fwht_Cpu_f32/path:(auto|avx2|avx512)/|BM_SrhtRow' ;;
     *) echo "$FILTER" ;;
   esac
@@ -46,7 +46,7 @@ if [[ "${SKIP_BUILD:-0}" != 1 ]]; then
       -DCOMPACT_BUILD_TESTS=OFF -DCOMPACT_BUILD_EXAMPLES=OFF -DCOMPACT_BUILD_BENCHMARKS=ON >/dev/null
   fi
   targets=(bench_generate bench_sketch)
-  for optional in bench_sketch_blas bench_fwht bench_threads; do
+  for optional in bench_fwht bench_threads; do
     if cmake --build "$BUILD_DIR" --target help | grep -q "^$optional:"; then targets+=("$optional"); fi
   done
   cmake --build "$BUILD_DIR" -j"$JOBS" --target "${targets[@]}"
@@ -54,7 +54,7 @@ fi
 
 mkdir -p "$OUT_DIR"
 ran=()
-for bench in bench_generate bench_sketch bench_sketch_blas bench_fwht bench_threads; do
+for bench in bench_generate bench_sketch bench_fwht bench_threads; do
   exe="$BUILD_DIR/bench/$bench"
   [[ -x "$exe" ]] || continue
   echo "== $bench (repetitions: $REPS, load average: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null))" >&2

@@ -36,7 +36,11 @@
 #include "compact/cpu/task_pool.hpp"
 #include "compact/cpu/eigen.hpp"
 #include "compact/cpu/projector.hpp"
+#include "compact/cpu/gemm_engine.hpp"
+#if defined(COMPACT_USE_BLAS)
+// Registers the BLAS GEMM engine (set by compact::blas): adds definitions only, changes no function (see blas.hpp).
 #include "compact/cpu/blas.hpp"
+#endif
 #include "compact/cpu/generate_avx512.hpp"
 #include "compact/cpu/generate.hpp"
 #include "compact/cpu/dense_projector.hpp"

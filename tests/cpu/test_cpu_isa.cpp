@@ -132,7 +132,6 @@ TEST_CASE("set_cpu_isa_cap lowers the active instruction set, never raises it, a
                               ? cap
                               : compact::detail::best_cpu_isa();
     CHECK(compact::active_cpu_isa() == expect);
-    CHECK(compact::detail::best_generate_isa() == expect);
     compact::set_cpu_isa_cap(CpuIsa::kAvx512);
   }
 }
@@ -224,3 +223,38 @@ TEST_CASE_TEMPLATE("the SRHT gather with streaming stores writes the bits of the
     }
   }
 }
+
+#if defined(COMPACT_DISABLE_SIMD)
+// One compile-time switch for every vector path: with it off, neither generation nor the FWHT compiled one.
+static_assert(COMPACT_DETAIL_HAS_X86_PATHS == 0, "COMPACT_DISABLE_SIMD must turn off the x86 vector paths");
+static_assert(COMPACT_DETAIL_AVX512_COMPILED == 0, "COMPACT_DISABLE_SIMD must turn off the AVX-512 kernels");
+#if defined(COMPACT_DETAIL_TARGET_AVX2) || defined(COMPACT_DETAIL_TARGET_AVX) || defined(COMPACT_DETAIL_TARGET_AVX512)
+#error "COMPACT_DISABLE_SIMD must leave no target attribute defined"
+#endif
+
+TEST_CASE_TEMPLATE("under COMPACT_DISABLE_SIMD a request for a vector path runs the scalar generator and FWHT", T,
+                   float, double) {
+  // The internal dispatchers fall through to the scalar code when no vector path is compiled: asking them for
+  // kAvx2 or kAvx512 (which the public entry points refuse here) must give the scalar reference's bits.
+  const compact::EntryParams p = compact::entry_params(compact::SketchState{4, 5, 6}, 77);
+  const compact::index_t n = 1024;
+  std::vector<T> x(static_cast<std::size_t>(n));
+  for (compact::index_t k = 0; k < n; ++k) x[static_cast<std::size_t>(k)] = static_cast<T>(k % 13) - T(6);
+  std::vector<T> gauss_ref(40 * 77), rad_ref(40 * 77), fwht_ref = x;
+  compact::detail::fill_dense_panel_with<compact::Gaussian>(CpuIsa::kScalar, p, 3, 43, 0, 77, gauss_ref.data(), 77);
+  compact::detail::fill_dense_panel_with<compact::Rademacher>(CpuIsa::kScalar, p, 3, 43, 0, 77, rad_ref.data(), 77);
+  compact::detail::fwht_unchecked(fwht_ref.data(), 10, CpuIsa::kScalar);
+  for (CpuIsa isa : {CpuIsa::kAvx2, CpuIsa::kAvx512}) {
+    CHECK_FALSE(compact::cpu_isa_supported(isa));
+    std::vector<T> gauss(gauss_ref.size()), rad(rad_ref.size()), y = x;
+    compact::detail::fill_dense_panel_with<compact::Gaussian>(isa, p, 3, 43, 0, 77, gauss.data(), 77);
+    compact::detail::fill_dense_panel_with<compact::Rademacher>(isa, p, 3, 43, 0, 77, rad.data(), 77);
+    compact::detail::fwht_unchecked(y.data(), 10, isa);
+    CHECK(compact_test::same_bits(gauss, gauss_ref));
+    CHECK(compact_test::same_bits(rad, rad_ref));
+    CHECK(compact_test::same_bits(y, fwht_ref));
+    std::vector<T> z = x;
+    CHECK_THROWS_AS(compact::fwht(z.data(), n, isa), compact::error);
+  }
+}
+#endif

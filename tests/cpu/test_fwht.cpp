@@ -14,7 +14,7 @@
 
 namespace {
 
-using compact::FwhtPath;
+using compact::CpuIsa;
 using compact::index_t;
 
 /// The textbook in-place FWHT: stages h = 1, 2, 4, ... in order, the butterfly order compact::fwht promises.
@@ -57,19 +57,22 @@ int log2_of(index_t n) {
   return l;
 }
 
-std::vector<FwhtPath> available_paths() {
-  std::vector<FwhtPath> paths{FwhtPath::kAuto, FwhtPath::kPortable};
-  if (compact::detail::fwht_avx_available()) paths.push_back(FwhtPath::kAvx);
+/// Every instruction set this build and CPU support (the scalar path always).
+std::vector<CpuIsa> available_paths() {
+  std::vector<CpuIsa> paths;
+  for (CpuIsa isa : {CpuIsa::kScalar, CpuIsa::kAvx2, CpuIsa::kAvx512}) {
+    if (compact::cpu_isa_supported(isa)) paths.push_back(isa);
+  }
   return paths;
 }
 
 }  // namespace
 
-// The tests below run every path this CPU has; this one reports the AVX path skipped (doctest's summary counts it)
-// where the CPU lacks AVX, instead of passing as if it had been tested.
-TEST_CASE("the AVX path is among the tested paths" * doctest::skip(!compact::detail::fwht_avx_available())) {
-  const std::vector<FwhtPath> paths = available_paths();
-  CHECK(std::find(paths.begin(), paths.end(), FwhtPath::kAvx) != paths.end());
+// The tests below run every path this CPU has; this one reports the 256-bit path skipped (doctest's summary counts
+// it) where the CPU or build lacks it, instead of passing as if it had been tested.
+TEST_CASE("the 256-bit path is among the tested paths" * doctest::skip(!compact::cpu_isa_supported(CpuIsa::kAvx2))) {
+  const std::vector<CpuIsa> paths = available_paths();
+  CHECK(std::find(paths.begin(), paths.end(), CpuIsa::kAvx2) != paths.end());
 }
 
 TEST_CASE_TEMPLATE("fwht matches the dense Sylvester Hadamard product for every length up to 512", T, float, double) {
@@ -90,7 +93,7 @@ TEST_CASE_TEMPLATE("fwht matches the dense Sylvester Hadamard product for every 
     const int levels = log2_of(n);
     const long double u = std::numeric_limits<T>::epsilon() / 2;
     const long double bound = levels * u / (1 - levels * u) * abs_sum;
-    for (FwhtPath path : available_paths()) {
+    for (CpuIsa path : available_paths()) {
       std::vector<T> y = x;
       compact::fwht(y.data(), n, path);
       for (index_t i = 0; i < n; ++i) {
@@ -105,7 +108,7 @@ TEST_CASE_TEMPLATE("fwht matches the dense Sylvester Hadamard product for every 
 TEST_CASE_TEMPLATE("fwht of a unit vector is exactly a column of the Hadamard matrix", T, float, double) {
   for (index_t n : {index_t{1}, index_t{2}, index_t{8}, index_t{64}, index_t{4096}, index_t{1} << 15}) {
     for (index_t k : {index_t{0}, n / 3, n - 1}) {
-      for (FwhtPath path : available_paths()) {
+      for (CpuIsa path : available_paths()) {
         std::vector<T> e(static_cast<std::size_t>(n), T(0));
         e[static_cast<std::size_t>(k)] = T(1);
         compact::fwht(e.data(), n, path);
@@ -128,7 +131,7 @@ TEST_CASE_TEMPLATE("every fwht path gives the bits of the textbook stage loop fo
     const std::vector<T> x = random_vector<T>(n, 1000u + static_cast<std::uint32_t>(log2_of(n)));
     std::vector<T> want = x;
     textbook_fwht(want.data(), n);
-    for (FwhtPath path : available_paths()) {
+    for (CpuIsa path : available_paths()) {
       std::vector<T> y = x;
       compact::fwht(y.data(), n, path);
       CAPTURE(n);
@@ -144,7 +147,7 @@ TEST_CASE_TEMPLATE("fwht gives the same bits at any alignment of the array", T, 
     std::vector<T> want = x;
     textbook_fwht(want.data(), n);
     for (index_t offset : {index_t{1}, index_t{3}}) {
-      for (FwhtPath path : available_paths()) {
+      for (CpuIsa path : available_paths()) {
         std::vector<T> storage(static_cast<std::size_t>(n + offset));
         std::copy(x.begin(), x.end(), storage.begin() + offset);
         compact::fwht(storage.data() + offset, n, path);
@@ -201,10 +204,13 @@ TEST_CASE("fwht refuses lengths that are not powers of two in [1, 2^20] and a nu
   CHECK_THROWS_AS(compact::fwht(x.data(), compact::kFwhtMaxLength * 2), compact::error);
   CHECK_THROWS_AS(compact::fwht(static_cast<float*>(nullptr), 8), compact::error);
   CHECK_THROWS_WITH_AS(compact::fwht(x.data(), 12), doctest::Contains("n = 12"), compact::error);
-  if (!compact::detail::fwht_avx_available()) {
-    CHECK_THROWS_AS(compact::fwht(x.data(), 8, FwhtPath::kAvx), compact::error);
-  } else {
-    CHECK_NOTHROW(compact::fwht(x.data(), 8, FwhtPath::kAvx));
+  for (CpuIsa isa : {CpuIsa::kAvx2, CpuIsa::kAvx512}) {
+    if (!compact::cpu_isa_supported(isa)) {
+      CHECK_THROWS_WITH_AS(compact::fwht(x.data(), 8, isa), doctest::Contains(compact::cpu_isa_name(isa)),
+                           compact::error);
+    } else {
+      CHECK_NOTHROW(compact::fwht(x.data(), 8, isa));
+    }
   }
   CHECK_NOTHROW(compact::fwht(x.data(), 1));
 }

@@ -66,8 +66,7 @@ std::vector<std::uint64_t> bits(const std::vector<Scalar>& v) {
 
 // Fills a panel with padding columns around it (ld > width) set to a sentinel, so that stray writes are caught.
 template <class Dist, class Scalar>
-std::vector<Scalar> fill(compact::detail::GenerateIsa isa, const compact::EntryParams& p, const Panel& q,
-                         bool reference) {
+std::vector<Scalar> fill(compact::CpuIsa isa, const compact::EntryParams& p, const Panel& q, bool reference) {
   const index_t width = q.j1 - q.j0, ld = width + 5;
   std::vector<Scalar> out(static_cast<std::size_t>((q.i1 - q.i0) * ld), Scalar(-777));
   if (reference) {
@@ -87,7 +86,7 @@ std::vector<Scalar> fill(compact::detail::GenerateIsa isa, const compact::EntryP
 }
 
 template <class Dist, class Scalar>
-void check_all_panels(compact::detail::GenerateIsa isa) {
+void check_all_panels(compact::CpuIsa isa) {
   for (const compact::SketchState& state : kStates) {
     for (const index_t r : kRanks) {
       const compact::EntryParams p = compact::entry_params(state, r);
@@ -113,21 +112,21 @@ void check_all_panels(compact::detail::GenerateIsa isa) {
 
 // Reported as skipped (doctest's summary counts them) on a CPU without AVX2 + FMA, never as passed.
 TEST_CASE_TEMPLATE("the AVX2 Gaussian panel has the bits of the entry functions for every shape and offset" *
-                       doctest::skip(!compact::detail::cpu_has_avx2_fma()),
+                       doctest::skip(!compact::cpu_isa_supported(compact::CpuIsa::kAvx2)),
                    Scalar, float, double) {
-  check_all_panels<compact::Gaussian, Scalar>(compact::detail::GenerateIsa::kAvx2);
+  check_all_panels<compact::Gaussian, Scalar>(compact::CpuIsa::kAvx2);
 }
 
 TEST_CASE_TEMPLATE("the AVX2 Rademacher panel has the bits of the entry functions for every shape and offset" *
-                       doctest::skip(!compact::detail::cpu_has_avx2_fma()),
+                       doctest::skip(!compact::cpu_isa_supported(compact::CpuIsa::kAvx2)),
                    Scalar, float, double) {
-  check_all_panels<compact::Rademacher, Scalar>(compact::detail::GenerateIsa::kAvx2);
+  check_all_panels<compact::Rademacher, Scalar>(compact::CpuIsa::kAvx2);
 }
 
 TEST_CASE_TEMPLATE("the scalar fallback of fill_dense_panel has the bits of the entry functions", Scalar, float,
                    double) {
-  check_all_panels<compact::Gaussian, Scalar>(compact::detail::GenerateIsa::kScalar);
-  check_all_panels<compact::Rademacher, Scalar>(compact::detail::GenerateIsa::kScalar);
+  check_all_panels<compact::Gaussian, Scalar>(compact::CpuIsa::kScalar);
+  check_all_panels<compact::Rademacher, Scalar>(compact::CpuIsa::kScalar);
 }
 
 TEST_CASE("fill_dense_panel matches gaussian_entry and rademacher_entry element by element") {

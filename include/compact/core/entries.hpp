@@ -42,10 +42,14 @@ struct Normal4 {
   float v[4];
 };
 
+/// Box-Muller's inputs are the top 24 bits of a Philox word (word >> kBoxMullerShift), scaled by kBoxMullerScale.
+inline constexpr int kBoxMullerShift = 8;
+inline constexpr float kBoxMullerScale = 0x1p-24f;
+
 COMPACT_HOST_DEVICE inline void box_muller(std::uint32_t a, std::uint32_t b, float* lane0, float* lane1) {
-  const float u = static_cast<float>((a >> 8) + 1u) * 0x1p-24f;  // exact
-  const float t = static_cast<float>(b >> 8) * 0x1p-24f;         // exact
-  const float rho = fp32::sqrt(-2.0f * fp32::log(u));            // -2 ln u is exact scaling
+  const float u = static_cast<float>((a >> kBoxMullerShift) + 1u) * kBoxMullerScale;  // exact
+  const float t = static_cast<float>(b >> kBoxMullerShift) * kBoxMullerScale;         // exact
+  const float rho = fp32::sqrt(-2.0f * fp32::log(u));                                 // -2 ln u is exact scaling
   const fp32::SinCos sc = fp32::sincos_2pi(t);
   *lane0 = rho * sc.cos;
   *lane1 = rho * sc.sin;
@@ -89,20 +93,28 @@ struct DistributionTraits<Rademacher> {
 inline constexpr index_t kGaussianBlockCols = 4;
 /// Rademacher columns per Philox block (128 bits).
 inline constexpr index_t kRademacherBlockCols = 128;
+/// Rademacher columns per Philox output word: column k of a block is bit k % 32 of word k / 32.
+inline constexpr index_t kRademacherWordCols = 32;
+
+/// The Rademacher bit rule: a set bit gives -scale, a clear bit +scale. The vector paths apply it by moving the bit
+/// into the sign of scale (fp32::kSignBit) or by using the word as a blend mask of (+scale, -scale).
+COMPACT_HOST_DEVICE inline float rademacher_value(std::uint32_t bit, float scale) { return bit ? -scale : scale; }
 
 /// Gaussian P[i][j]: block j/4, row i, lane j%4, times the scale.
 COMPACT_HOST_DEVICE inline float gaussian_entry(const EntryParams& p, index_t i, index_t j) {
-  const Words4x32 x =
-      philox4x32_10(philox_counter(static_cast<std::uint32_t>(j / 4), static_cast<std::uint32_t>(i), p.window), p.key);
-  return normal4(x).v[j % 4] * p.scale;
+  const Words4x32 x = philox4x32_10(
+      philox_counter(static_cast<std::uint32_t>(j / kGaussianBlockCols), static_cast<std::uint32_t>(i), p.window),
+      p.key);
+  return normal4(x).v[j % kGaussianBlockCols] * p.scale;
 }
 
 /// Rademacher P[i][j]: block j/128, row i, bit j%32 of word (j%128)/32; set -> -scale, clear -> +scale.
 COMPACT_HOST_DEVICE inline float rademacher_entry(const EntryParams& p, index_t i, index_t j) {
   const Words4x32 x = philox4x32_10(
-      philox_counter(static_cast<std::uint32_t>(j / 128), static_cast<std::uint32_t>(i), p.window), p.key);
-  const std::uint32_t word = x.w[(j % 128) / 32];
-  return ((word >> (j % 32)) & 1u) ? -p.scale : p.scale;
+      philox_counter(static_cast<std::uint32_t>(j / kRademacherBlockCols), static_cast<std::uint32_t>(i), p.window),
+      p.key);
+  const std::uint32_t word = x.w[(j % kRademacherBlockCols) / kRademacherWordCols];
+  return rademacher_value((word >> (j % kRademacherWordCols)) & 1u, p.scale);
 }
 
 /// P[i][j] for a dense distribution tag.
@@ -143,8 +155,8 @@ COMPACT_HOST_DEVICE inline void fill_dense_panel_scalar(const EntryParams& p, in
       } else {
         for (index_t j = jb0; j < jb1; ++j) {
           const index_t k = j - b * kCols;
-          const std::uint32_t bit = (x.w[k / 32] >> (k % 32)) & 1u;
-          row[j - j0] = convert(bit ? -p.scale : p.scale);
+          const std::uint32_t bit = (x.w[k / kRademacherWordCols] >> (k % kRademacherWordCols)) & 1u;
+          row[j - j0] = convert(rademacher_value(bit, p.scale));
         }
       }
     }

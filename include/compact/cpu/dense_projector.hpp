@@ -3,7 +3,6 @@
 /// Projector<Cpu, Gaussian|Rademacher, float|double>: dense P generated panel by panel and fed to the GEMM.
 
 #include <algorithm>
-#include <climits>
 #include <memory>
 #include <type_traits>
 #include <vector>
@@ -17,7 +16,7 @@
 #include "compact/core/view.hpp"
 #include "compact/core/workspace.hpp"
 #include "compact/cpu/backend.hpp"
-#include "compact/cpu/blas.hpp"
+#include "compact/cpu/gemm_engine.hpp"
 #include "compact/cpu/eigen.hpp"
 #include "compact/cpu/generate.hpp"
 #include "compact/cpu/projector.hpp"
@@ -35,9 +34,10 @@ namespace detail {
 /// r = 1024, is one panel), independent of the thread count; allocated per call, or lent by the caller
 /// (the overloads that take a Workspace of workspace_bytes(n, r) or scratch_bytes(rows)).
 /// GEMM: a fixed grid of output tiles per panel (a function of the shape only, see tile_grid), one single-threaded
-/// GEMM per tile on the OpenMP team: Eigen's, or CBLAS's with COMPACT_USE_BLAS (cpu/blas.hpp). Every output
-/// element is therefore computed by the same GEMM call whatever the team size: the result is bitwise independent of
-/// the number of threads, for both engines.
+/// GEMM per tile on the OpenMP team, on the projector's GemmEngine (cpu/gemm_engine.hpp): Eigen's, or the registered
+/// CBLAS (default_gemm_engine() at construction, set_gemm_engine to change). Every output element is therefore
+/// computed by the same GEMM call whatever the team size: the result is bitwise independent of the number of
+/// threads, for both engines.
 template <class Dist, class Scalar>
 class DenseCpuProjector : public ProjectorCore {
   static_assert(std::is_same_v<Scalar, float> || std::is_same_v<Scalar, double>,
@@ -74,11 +74,16 @@ class DenseCpuProjector : public ProjectorCore {
   DenseCpuProjector(index_t n, index_t r, SketchState state, index_t panel_entries = kPanelEntries)
       : ProjectorCore(Dist{}, "Projector", n, r, state), panel_entries_(panel_entries) {
     COMPACT_REQUIRE(panel_entries >= 1, "Projector: argument panel_entries = " << panel_entries << " must be >= 1");
-    if constexpr (kUseBlas) {
-      COMPACT_REQUIRE(n <= index_t{INT_MAX}, "Projector: input dimension n = "
-                                                 << n << " exceeds " << INT_MAX
-                                                 << ", the largest GEMM size of the 32-bit BLAS (COMPACT_USE_BLAS)");
-    }
+    check_gemm_engine("Projector", engine_, n);
+  }
+
+  /// The GEMM engine of sketch and unsketch_grad (default_gemm_engine() at construction).
+  GemmEngine gemm_engine() const { return engine_; }
+  /// Runs later products on `engine`; compact::error (the projector unchanged) when it is not available or is kBlas
+  /// with n beyond the 32-bit BLAS integer. Not thread-safe against calls running on this projector.
+  void set_gemm_engine(GemmEngine engine) {
+    check_gemm_engine("Projector::set_gemm_engine", engine, n_);
+    engine_ = engine;
   }
 
   /// Bytes of the Workspace every sketch and unsketch_grad of a projector of shape (n, r) with panel budget
@@ -152,7 +157,7 @@ class DenseCpuProjector : public ProjectorCore {
   /// sketch after the checks: column panels of P into `panel` (n x panel_width()), one GEMM grid per panel.
   void sketch_unchecked(const MatrixView<const Scalar>& x, const MatrixView<Scalar>& z, Scalar* panel) const {
     const index_t b = x.rows, width = panel_width();
-    const SerialBlasScope serial_blas;
+    const SerialBlasScope serial_blas(engine_);
     for (index_t j0 = 0; j0 < r_; j0 += width) {
       const index_t w = std::min(width, r_ - j0);
       generate_parallel(0, n_, j0, j0 + w, panel, w);
@@ -160,8 +165,8 @@ class DenseCpuProjector : public ProjectorCore {
       parallel_tasks(grid.count(), 2.0 * double(b) * double(n_) * double(w), [&](index_t t, int) {
         const index_t i0 = (t / grid.col_tiles) * grid.tile_rows, c0 = (t % grid.col_tiles) * grid.tile_cols;
         const index_t th = std::min(grid.tile_rows, b - i0), tw = std::min(grid.tile_cols, w - c0);
-        serial_gemm<Scalar>(th, tw, n_, Scalar(1), x.data + i0 * x.row_stride, x.row_stride, panel + c0, w, false,
-                            Scalar(0), z.data + i0 * z.row_stride + j0 + c0, z.row_stride);
+        serial_gemm<Scalar>(engine_, th, tw, n_, Scalar(1), x.data + i0 * x.row_stride, x.row_stride, panel + c0, w,
+                            false, Scalar(0), z.data + i0 * z.row_stride + j0 + c0, z.row_stride);
       });
     }
   }
@@ -170,7 +175,7 @@ class DenseCpuProjector : public ProjectorCore {
   void unsketch_unchecked(const MatrixView<const Scalar>& g, const MatrixView<Scalar>& out, Scalar alpha, Scalar beta,
                           Scalar* panel) const {
     const index_t m = g.rows, height = panel_height();
-    const SerialBlasScope serial_blas;
+    const SerialBlasScope serial_blas(engine_);
     for (index_t i0 = 0; i0 < n_; i0 += height) {
       const index_t h = std::min(height, n_ - i0);
       generate_parallel(i0, i0 + h, 0, r_, panel, r_);
@@ -178,8 +183,8 @@ class DenseCpuProjector : public ProjectorCore {
       parallel_tasks(grid.count(), 2.0 * double(m) * double(h) * double(r_), [&](index_t t, int) {
         const index_t a0 = (t / grid.col_tiles) * grid.tile_rows, c0 = (t % grid.col_tiles) * grid.tile_cols;
         const index_t th = std::min(grid.tile_rows, m - a0), tw = std::min(grid.tile_cols, h - c0);
-        serial_gemm<Scalar>(th, tw, r_, alpha, g.data + a0 * g.row_stride, g.row_stride, panel + c0 * r_, r_, true,
-                            beta, out.data + a0 * out.row_stride + i0 + c0, out.row_stride);
+        serial_gemm<Scalar>(engine_, th, tw, r_, alpha, g.data + a0 * g.row_stride, g.row_stride, panel + c0 * r_, r_,
+                            true, beta, out.data + a0 * out.row_stride + i0 + c0, out.row_stride);
       });
     }
   }
@@ -218,19 +223,13 @@ class DenseCpuProjector : public ProjectorCore {
     return g;
   }
 
-  /// With COMPACT_USE_BLAS the GEMM takes 32-bit leading dimensions: refuse a larger row stride before any write
-  /// (a check inside the thread team could not report it).
+  /// The BLAS engine takes 32-bit leading dimensions: refuse a larger row stride before any write (a check inside
+  /// the thread team could not report it).
   template <class T>
-  static void check_gemm_stride(const char* fn, const char* name, const MatrixView<T>& v) {
-    if constexpr (kUseBlas) {
-      COMPACT_REQUIRE(v.row_stride <= index_t{INT_MAX}, fn << ": argument " << name
-                                                           << " has row_stride = " << v.row_stride << " > " << INT_MAX
-                                                           << ", the largest leading dimension of the 32-bit BLAS");
-    } else {
-      (void)fn;
-      (void)name;
-      (void)v;
-    }
+  void check_gemm_stride(const char* fn, const char* name, const MatrixView<T>& v) const {
+    COMPACT_REQUIRE(engine_ != GemmEngine::kBlas || v.row_stride <= kBlasMaxExtent,
+                    fn << ": argument " << name << " has row_stride = " << v.row_stride << " > " << kBlasMaxExtent
+                       << ", the largest leading dimension of the 32-bit BLAS (GemmEngine::kBlas)");
   }
 
   /// The panel extent along `along` (capped there) for panels that span `across` within `budget` entries: see
@@ -242,6 +241,7 @@ class DenseCpuProjector : public ProjectorCore {
   }
 
   index_t panel_entries_;
+  GemmEngine engine_ = default_gemm_engine();
 };
 
 }  // namespace detail

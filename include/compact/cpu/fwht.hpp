@@ -17,27 +17,14 @@
 #include "compact/cpu/fwht_avx512.hpp"
 #include "compact/cpu/isa.hpp"
 
-// The 256-bit path uses AVX instructions only (vaddps, vsubps, vxorps, vpermilps, vperm2f128), so every AVX2 CPU
-// runs it. It is compiled with a target attribute and chosen at run time, so no -mavx/-march flag is needed; with
-// -mavx (or -march=native on an AVX machine) the run-time check disappears.
-#if !defined(COMPACT_DISABLE_SIMD) && (defined(__x86_64__) || defined(__i386__)) && \
-    (defined(__GNUC__) || defined(__clang__))
-#define COMPACT_FWHT_HAS_AVX_PATH 1
-#define COMPACT_FWHT_TARGET_AVX __attribute__((target("avx")))
-#include <immintrin.h>
-#else
-#define COMPACT_FWHT_HAS_AVX_PATH 0
-#define COMPACT_FWHT_TARGET_AVX
-#endif
+// The 256-bit path (CpuIsa::kAvx2) uses AVX instructions only (vaddps, vsubps, vxorps, vpermilps, vperm2f128), so
+// every AVX2 CPU runs it. It is compiled with a target attribute (COMPACT_DETAIL_TARGET_AVX, cpu/isa.hpp) where
+// COMPACT_DETAIL_HAS_X86_PATHS, and chosen at run time, so no -mavx/-march flag is needed.
 
 namespace compact {
 
 /// Longest transform supported: 2^20 elements (4 MiB of float).
 inline constexpr index_t kFwhtMaxLength = index_t{1} << 20;
-
-/// Which implementation fwht uses (the older spelling of CpuIsa, kept for its callers): kAuto = active_cpu_isa(),
-/// kPortable = CpuIsa::kScalar, kAvx = CpuIsa::kAvx2 (the 256-bit path). All give the same bits.
-enum class FwhtPath { kAuto, kPortable, kAvx };
 
 namespace detail {
 
@@ -153,7 +140,7 @@ inline void fwht_portable(T* x, int log_n) {
   fwht_top_stages_portable(x, sub, m);
 }
 
-#if COMPACT_FWHT_HAS_AVX_PATH
+#if COMPACT_DETAIL_HAS_X86_PATHS
 // ---------------------------------------------------------------------------------------------------------------
 // AVX path. A register holds kLanes consecutive elements; stages s < log2(kLanes) act inside a register
 // (permute + sign flip + add: lane i gets x[i] + x[i^h] where bit s of i is clear and -x[i] + x[i^h] = x[i^h] - x[i]
@@ -164,13 +151,13 @@ struct AvxF32 {
   using Reg = __m256;
   using T = float;
   static constexpr int kLogLanes = 3;
-  COMPACT_FWHT_TARGET_AVX static Reg load(const T* p) { return _mm256_loadu_ps(p); }
-  COMPACT_FWHT_TARGET_AVX static void store(T* p, Reg v) { _mm256_storeu_ps(p, v); }
-  COMPACT_FWHT_TARGET_AVX static Reg add(Reg a, Reg b) { return _mm256_add_ps(a, b); }
-  COMPACT_FWHT_TARGET_AVX static Reg sub(Reg a, Reg b) { return _mm256_sub_ps(a, b); }
-  COMPACT_FWHT_TARGET_AVX static Reg mul(Reg a, Reg b) { return _mm256_mul_ps(a, b); }
+  COMPACT_DETAIL_TARGET_AVX static Reg load(const T* p) { return _mm256_loadu_ps(p); }
+  COMPACT_DETAIL_TARGET_AVX static void store(T* p, Reg v) { _mm256_storeu_ps(p, v); }
+  COMPACT_DETAIL_TARGET_AVX static Reg add(Reg a, Reg b) { return _mm256_add_ps(a, b); }
+  COMPACT_DETAIL_TARGET_AVX static Reg sub(Reg a, Reg b) { return _mm256_sub_ps(a, b); }
+  COMPACT_DETAIL_TARGET_AVX static Reg mul(Reg a, Reg b) { return _mm256_mul_ps(a, b); }
   /// Stages 0, 1, 2 inside one register, in that order.
-  COMPACT_FWHT_TARGET_AVX static Reg in_register_stages(Reg v) {
+  COMPACT_DETAIL_TARGET_AVX static Reg in_register_stages(Reg v) {
     const Reg m0 = _mm256_setr_ps(0.0f, -0.0f, 0.0f, -0.0f, 0.0f, -0.0f, 0.0f, -0.0f);
     const Reg m1 = _mm256_setr_ps(0.0f, 0.0f, -0.0f, -0.0f, 0.0f, 0.0f, -0.0f, -0.0f);
     const Reg m2 = _mm256_setr_ps(0.0f, 0.0f, 0.0f, 0.0f, -0.0f, -0.0f, -0.0f, -0.0f);
@@ -185,13 +172,13 @@ struct AvxF64 {
   using Reg = __m256d;
   using T = double;
   static constexpr int kLogLanes = 2;
-  COMPACT_FWHT_TARGET_AVX static Reg load(const T* p) { return _mm256_loadu_pd(p); }
-  COMPACT_FWHT_TARGET_AVX static void store(T* p, Reg v) { _mm256_storeu_pd(p, v); }
-  COMPACT_FWHT_TARGET_AVX static Reg add(Reg a, Reg b) { return _mm256_add_pd(a, b); }
-  COMPACT_FWHT_TARGET_AVX static Reg sub(Reg a, Reg b) { return _mm256_sub_pd(a, b); }
-  COMPACT_FWHT_TARGET_AVX static Reg mul(Reg a, Reg b) { return _mm256_mul_pd(a, b); }
+  COMPACT_DETAIL_TARGET_AVX static Reg load(const T* p) { return _mm256_loadu_pd(p); }
+  COMPACT_DETAIL_TARGET_AVX static void store(T* p, Reg v) { _mm256_storeu_pd(p, v); }
+  COMPACT_DETAIL_TARGET_AVX static Reg add(Reg a, Reg b) { return _mm256_add_pd(a, b); }
+  COMPACT_DETAIL_TARGET_AVX static Reg sub(Reg a, Reg b) { return _mm256_sub_pd(a, b); }
+  COMPACT_DETAIL_TARGET_AVX static Reg mul(Reg a, Reg b) { return _mm256_mul_pd(a, b); }
   /// Stages 0, 1 inside one register, in that order.
-  COMPACT_FWHT_TARGET_AVX static Reg in_register_stages(Reg v) {
+  COMPACT_DETAIL_TARGET_AVX static Reg in_register_stages(Reg v) {
     const Reg m0 = _mm256_setr_pd(0.0, -0.0, 0.0, -0.0);
     const Reg m1 = _mm256_setr_pd(0.0, 0.0, -0.0, -0.0);
     v = _mm256_add_pd(_mm256_xor_pd(v, m0), _mm256_permute_pd(v, 0x5));           // lanes [1,0 | 3,2]
@@ -203,7 +190,7 @@ struct AvxF64 {
 /// log2(R) consecutive stages among R registers v[0..R) holding elements at stride h, 2h, ...: stage q pairs
 /// (v[t], v[t + 2^q]) for bit q of t clear.
 template <class V, int R>
-COMPACT_FWHT_TARGET_AVX inline void avx_butterflies(typename V::Reg* v) {
+COMPACT_DETAIL_TARGET_AVX inline void avx_butterflies(typename V::Reg* v) {
   for (int hs = 1; hs < R; hs *= 2) {
     for (int t = 0; t < R; ++t) {
       if (t & hs) continue;
@@ -217,7 +204,7 @@ COMPACT_FWHT_TARGET_AVX inline void avx_butterflies(typename V::Reg* v) {
 /// First pass over x[0, n): groups of R consecutive registers get the in-register stages and then log2(R)
 /// stages between registers, i.e. stages 0 .. kLogLanes + log2(R) - 1.
 template <class V, int R>
-COMPACT_FWHT_TARGET_AVX inline void avx_first_pass(typename V::T* x, index_t n) {
+COMPACT_DETAIL_TARGET_AVX inline void avx_first_pass(typename V::T* x, index_t n) {
   constexpr index_t kLanes = index_t{1} << V::kLogLanes;
   for (index_t i = 0; i < n; i += R * kLanes) {
     typename V::Reg v[R];
@@ -229,7 +216,7 @@ COMPACT_FWHT_TARGET_AVX inline void avx_first_pass(typename V::T* x, index_t n) 
 
 /// Stages s .. s + log2(R) - 1 (h = 2^s >= kLanes) over x[0, n): R registers at stride h per group.
 template <class V, int R>
-COMPACT_FWHT_TARGET_AVX inline void avx_radix_pass(typename V::T* x, index_t n, index_t h) {
+COMPACT_DETAIL_TARGET_AVX inline void avx_radix_pass(typename V::T* x, index_t n, index_t h) {
   constexpr index_t kLanes = index_t{1} << V::kLogLanes;
   for (index_t blk = 0; blk < n; blk += R * h) {
     for (index_t o = 0; o < h; o += kLanes) {
@@ -244,7 +231,7 @@ COMPACT_FWHT_TARGET_AVX inline void avx_radix_pass(typename V::T* x, index_t n, 
 
 /// Stages `from` .. log_n - 1 of x[0, 2^log_n) in passes of up to three stages (radix 8, then 4 or 2).
 template <class V>
-COMPACT_FWHT_TARGET_AVX inline void avx_stages_from(typename V::T* x, int log_n, int from) {
+COMPACT_DETAIL_TARGET_AVX inline void avx_stages_from(typename V::T* x, int log_n, int from) {
   const index_t n = index_t{1} << log_n;
   int s = from;
   while (s < log_n) {
@@ -263,7 +250,7 @@ COMPACT_FWHT_TARGET_AVX inline void avx_stages_from(typename V::T* x, int log_n,
 
 /// In-cache transform of x[0, 2^log_n), log_n >= kLogLanes.
 template <class V>
-COMPACT_FWHT_TARGET_AVX inline void avx_block(typename V::T* x, int log_n) {
+COMPACT_DETAIL_TARGET_AVX inline void avx_block(typename V::T* x, int log_n) {
   const index_t n = index_t{1} << log_n;
   const int between = log_n - V::kLogLanes;  // stages between registers
   if (between >= 3) {
@@ -280,7 +267,7 @@ COMPACT_FWHT_TARGET_AVX inline void avx_block(typename V::T* x, int log_n) {
 
 /// The top m stages (first .. first + m - 1) of x[0, 2^(first + m)): 2^m streams of stride 2^first.
 template <class V>
-COMPACT_FWHT_TARGET_AVX inline void avx_top_stages(typename V::T* x, int first, int m) {
+COMPACT_DETAIL_TARGET_AVX inline void avx_top_stages(typename V::T* x, int first, int m) {
   const index_t n = index_t{1} << (first + m);
   const index_t h = index_t{1} << first;
   if (m == 3) {
@@ -293,7 +280,7 @@ COMPACT_FWHT_TARGET_AVX inline void avx_top_stages(typename V::T* x, int first, 
 }
 
 template <class V>
-COMPACT_FWHT_TARGET_AVX inline void avx_recursive(typename V::T* x, int log_n) {
+COMPACT_DETAIL_TARGET_AVX inline void avx_recursive(typename V::T* x, int log_n) {
   constexpr int kBlock = fwht_block_log2<typename V::T>();
   if (log_n <= kBlock) {
     avx_block<V>(x, log_n);
@@ -307,7 +294,7 @@ COMPACT_FWHT_TARGET_AVX inline void avx_recursive(typename V::T* x, int log_n) {
 
 /// AVX transform of x[0, 2^log_n). Not inlined into callers compiled without AVX (a call, not an inline expansion).
 template <class T>
-COMPACT_FWHT_TARGET_AVX void fwht_avx(T* x, int log_n) {
+COMPACT_DETAIL_TARGET_AVX void fwht_avx(T* x, int log_n) {
   using V = std::conditional_t<std::is_same_v<T, float>, AvxF32, AvxF64>;
   if (log_n < V::kLogLanes) {
     fwht_portable(x, log_n);  // fewer elements than one register
@@ -315,10 +302,7 @@ COMPACT_FWHT_TARGET_AVX void fwht_avx(T* x, int log_n) {
   }
   avx_recursive<V>(x, log_n);
 }
-#endif  // COMPACT_FWHT_HAS_AVX_PATH
-
-/// True when the 256-bit path can run here (CpuIsa::kAvx2 is supported).
-inline bool fwht_avx_available() { return COMPACT_FWHT_HAS_AVX_PATH && cpu_isa_supported(CpuIsa::kAvx2); }
+#endif  // COMPACT_DETAIL_HAS_X86_PATHS
 
 /// The transform without argument checks: x[0, 2^log_n) on the path of `isa`, which must be supported. Transforms
 /// shorter than one AVX-512 register take the 256-bit path on kAvx512.
@@ -330,7 +314,7 @@ inline void fwht_unchecked(T* x, int log_n, CpuIsa isa) {
     return;
   }
 #endif
-#if COMPACT_FWHT_HAS_AVX_PATH
+#if COMPACT_DETAIL_HAS_X86_PATHS
   if (isa != CpuIsa::kScalar) {
     fwht_avx(x, log_n);
     return;
@@ -361,11 +345,10 @@ void fwht(T* x, index_t n, CpuIsa isa) {
   detail::fwht_unchecked(x, log_n, isa);
 }
 
-/// fwht on the path `path` (kAuto: active_cpu_isa(); kAvx throws compact::error where the 256-bit path is
-/// unavailable).
+/// fwht on the active instruction set (active_cpu_isa()).
 template <class T>
-void fwht(T* x, index_t n, FwhtPath path = FwhtPath::kAuto) {
-  fwht(x, n, path == FwhtPath::kAuto ? active_cpu_isa() : path == FwhtPath::kAvx ? CpuIsa::kAvx2 : CpuIsa::kScalar);
+void fwht(T* x, index_t n) {
+  fwht(x, n, active_cpu_isa());
 }
 
 }  // namespace compact

@@ -16,45 +16,26 @@
 #include "compact/cpu/generate_avx512.hpp"
 #include "compact/cpu/isa.hpp"
 
-#if COMPACT_DETAIL_HAS_X86_PATHS
-#include <immintrin.h>
-#define COMPACT_DETAIL_HAS_AVX2_PATH 1
-/// Compiles one function for AVX2 + FMA whatever the translation unit's -m flags; only called after a CPU check.
-#define COMPACT_DETAIL_TARGET_AVX2 __attribute__((target("avx2,fma")))
-#else
-#define COMPACT_DETAIL_HAS_AVX2_PATH 0
-#endif
-
 namespace compact {
 namespace detail {
 
-/// The instruction sets panel generation can use (the older name of CpuIsa); every one produces identical bits.
-using GenerateIsa = CpuIsa;
+#if COMPACT_DETAIL_HAS_X86_PATHS
 
-/// True when this CPU runs the AVX2 + FMA path.
-inline bool cpu_has_avx2_fma() { return cpu_isa_supported(CpuIsa::kAvx2); }
+/// An unsigned 32-bit constant broadcast to the eight lanes (the bits, not the value, of an int).
+COMPACT_DETAIL_TARGET_AVX2 inline __m256i set1_u32(std::uint32_t v) { return _mm256_set1_epi32(static_cast<int>(v)); }
 
-/// The instruction set panel generation uses now (active_cpu_isa()).
-inline GenerateIsa best_generate_isa() { return active_cpu_isa(); }
-
-#if COMPACT_DETAIL_HAS_AVX2_PATH
-
-/// The ten Philox round keys, each broadcast to the four 64-bit lanes of a register.
+/// The Philox round keys (core/philox.hpp's schedule), each broadcast to the four 64-bit lanes of a register.
 struct PhiloxRoundKeys {
-  __m256i k0[10];
-  __m256i k1[10];
+  __m256i k0[kPhiloxRounds];
+  __m256i k1[kPhiloxRounds];
 };
 
 COMPACT_DETAIL_TARGET_AVX2 inline PhiloxRoundKeys philox_round_keys(Key2x32 key) {
   PhiloxRoundKeys rk;
-  std::uint32_t k0 = key.w[0], k1 = key.w[1];
-  for (int round = 0; round < 10; ++round) {
-    if (round > 0) {
-      k0 += kPhiloxW0;
-      k1 += kPhiloxW1;
-    }
-    rk.k0[round] = _mm256_set1_epi64x(static_cast<long long>(k0));
-    rk.k1[round] = _mm256_set1_epi64x(static_cast<long long>(k1));
+  for (int round = 0; round < kPhiloxRounds; ++round) {
+    if (round > 0) key = philox_next_key(key);
+    rk.k0[round] = _mm256_set1_epi64x(static_cast<long long>(key.w[0]));
+    rk.k1[round] = _mm256_set1_epi64x(static_cast<long long>(key.w[1]));
   }
   return rk;
 }
@@ -80,7 +61,7 @@ COMPACT_DETAIL_TARGET_AVX2 inline void philox8(__m256i block, __m256i row, std::
   const __m256i w1 = _mm256_set1_epi64x(static_cast<long long>(static_cast<std::uint32_t>(window >> 32)));
   __m256i a0 = _mm256_unpacklo_epi32(block, zero), a1 = _mm256_unpacklo_epi32(row, zero), a2 = w0, a3 = w1;
   __m256i b0 = _mm256_unpackhi_epi32(block, zero), b1 = _mm256_unpackhi_epi32(row, zero), b2 = w0, b3 = w1;
-  for (int round = 0; round < 10; ++round) {
+  for (int round = 0; round < kPhiloxRounds; ++round) {
     const __m256i pa0 = _mm256_mul_epu32(a0, m0), pa1 = _mm256_mul_epu32(a2, m1);
     const __m256i pb0 = _mm256_mul_epu32(b0, m0), pb1 = _mm256_mul_epu32(b2, m1);
     // c0 = hi1 ^ c1 ^ k0, c1 = lo1, c2 = hi0 ^ c3 ^ k1, c3 = lo0 (high halves of c1, c3 are ignored garbage).
@@ -102,53 +83,53 @@ COMPACT_DETAIL_TARGET_AVX2 inline void philox8(__m256i block, __m256i row, std::
 /// fp32::log, lane by lane, with the reference's operation sequence.
 COMPACT_DETAIL_TARGET_AVX2 inline __m256 log8(__m256 x) {
   const __m256i u = _mm256_castps_si256(x);
-  __m256i e = _mm256_sub_epi32(_mm256_srli_epi32(u, 23), _mm256_set1_epi32(127));
-  __m256i mant = _mm256_or_si256(_mm256_and_si256(u, _mm256_set1_epi32(0x007FFFFF)), _mm256_set1_epi32(0x3F800000));
-  // mant and 0x3FB504F3 are below 2^31, so the signed compare is the reference's unsigned one.
-  const __m256i big = _mm256_cmpgt_epi32(mant, _mm256_set1_epi32(0x3FB504F3));
-  mant = _mm256_sub_epi32(mant, _mm256_and_si256(big, _mm256_set1_epi32(0x00800000)));
+  __m256i e = _mm256_sub_epi32(_mm256_srli_epi32(u, fp32::kMantissaBits), _mm256_set1_epi32(fp32::kExponentBias));
+  __m256i mant = _mm256_or_si256(_mm256_and_si256(u, set1_u32(fp32::kMantissaMask)), set1_u32(fp32::kOneBits));
+  // mant and kSqrt2Bits are below 2^31, so the signed compare is the reference's unsigned one.
+  const __m256i big = _mm256_cmpgt_epi32(mant, set1_u32(fp32::kSqrt2Bits));
+  mant = _mm256_sub_epi32(mant, _mm256_and_si256(big, set1_u32(fp32::kExponentUnit)));
   e = _mm256_sub_epi32(e, big);  // big is -1 where m > sqrt(2)
   const __m256 f = _mm256_sub_ps(_mm256_castsi256_ps(mant), _mm256_set1_ps(1.0f));
-  __m256 q = _mm256_set1_ps(-7.634225488e-02f);
-  q = _mm256_fmadd_ps(q, f, _mm256_set1_ps(1.276146770e-01f));
-  q = _mm256_fmadd_ps(q, f, _mm256_set1_ps(-1.316023320e-01f));
-  q = _mm256_fmadd_ps(q, f, _mm256_set1_ps(1.420177668e-01f));
-  q = _mm256_fmadd_ps(q, f, _mm256_set1_ps(-1.662335396e-01f));
-  q = _mm256_fmadd_ps(q, f, _mm256_set1_ps(2.000122666e-01f));
-  q = _mm256_fmadd_ps(q, f, _mm256_set1_ps(-2.500082254e-01f));
-  q = _mm256_fmadd_ps(q, f, _mm256_set1_ps(3.333333135e-01f));
+  __m256 q = _mm256_set1_ps(fp32::kLogQ7);
+  q = _mm256_fmadd_ps(q, f, _mm256_set1_ps(fp32::kLogQ6));
+  q = _mm256_fmadd_ps(q, f, _mm256_set1_ps(fp32::kLogQ5));
+  q = _mm256_fmadd_ps(q, f, _mm256_set1_ps(fp32::kLogQ4));
+  q = _mm256_fmadd_ps(q, f, _mm256_set1_ps(fp32::kLogQ3));
+  q = _mm256_fmadd_ps(q, f, _mm256_set1_ps(fp32::kLogQ2));
+  q = _mm256_fmadd_ps(q, f, _mm256_set1_ps(fp32::kLogQ1));
+  q = _mm256_fmadd_ps(q, f, _mm256_set1_ps(fp32::kLogQ0));
   const __m256 t = _mm256_fmadd_ps(q, f, _mm256_set1_ps(-0.5f));
   const __m256 f2 = _mm256_mul_ps(f, f);
   const __m256 p = _mm256_fmadd_ps(f2, t, f);
   const __m256 fe = _mm256_cvtepi32_ps(e);
-  const __m256 lo = _mm256_fmadd_ps(fe, _mm256_set1_ps(1.428606765330187045e-06f), p);
-  return _mm256_fmadd_ps(fe, _mm256_set1_ps(6.9314575195e-01f), lo);
+  const __m256 lo = _mm256_fmadd_ps(fe, _mm256_set1_ps(fp32::kLn2Lo), p);
+  return _mm256_fmadd_ps(fe, _mm256_set1_ps(fp32::kLn2Hi), lo);
 }
 
 /// Box-Muller of fp32 (box_muller in core/entries.hpp), lane by lane: lane0 = rho cos(2 pi t), lane1 = rho sin.
 COMPACT_DETAIL_TARGET_AVX2 inline void box_muller8(__m256i a, __m256i b, __m256* lane0, __m256* lane1) {
-  const __m256 scale24 = _mm256_set1_ps(0x1p-24f);
+  const __m256 scale24 = _mm256_set1_ps(kBoxMullerScale);
   // (a >> 8) + 1 <= 2^24 and b >> 8 < 2^24: the signed int -> float conversions are exact, as in the reference.
-  const __m256 u =
-      _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(_mm256_srli_epi32(a, 8), _mm256_set1_epi32(1))), scale24);
-  const __m256 t = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(b, 8)), scale24);
+  const __m256 u = _mm256_mul_ps(
+      _mm256_cvtepi32_ps(_mm256_add_epi32(_mm256_srli_epi32(a, kBoxMullerShift), _mm256_set1_epi32(1))), scale24);
+  const __m256 t = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(b, kBoxMullerShift)), scale24);
   const __m256 rho = _mm256_sqrt_ps(_mm256_mul_ps(_mm256_set1_ps(-2.0f), log8(u)));
   // fp32::sincos_2pi: y = 4t exact, k = (int)(y + 0.5) (truncation), r = y - k exact.
   const __m256 y = _mm256_mul_ps(t, _mm256_set1_ps(4.0f));
   const __m256i k = _mm256_cvttps_epi32(_mm256_add_ps(y, _mm256_set1_ps(0.5f)));
   const __m256 r = _mm256_sub_ps(y, _mm256_cvtepi32_ps(k));
   const __m256 s = _mm256_mul_ps(r, r);
-  __m256 ps = _mm256_set1_ps(1.581950783e-04f);
-  ps = _mm256_fmadd_ps(ps, s, _mm256_set1_ps(-4.681260791e-03f));
-  ps = _mm256_fmadd_ps(ps, s, _mm256_set1_ps(7.969257981e-02f));
-  ps = _mm256_fmadd_ps(ps, s, _mm256_set1_ps(-6.459640861e-01f));
-  ps = _mm256_fmadd_ps(ps, s, _mm256_set1_ps(1.570796371e+00f));
+  __m256 ps = _mm256_set1_ps(fp32::kSinS4);
+  ps = _mm256_fmadd_ps(ps, s, _mm256_set1_ps(fp32::kSinS3));
+  ps = _mm256_fmadd_ps(ps, s, _mm256_set1_ps(fp32::kSinS2));
+  ps = _mm256_fmadd_ps(ps, s, _mm256_set1_ps(fp32::kSinS1));
+  ps = _mm256_fmadd_ps(ps, s, _mm256_set1_ps(fp32::kSinS0));
   const __m256 sin_r = _mm256_mul_ps(r, ps);
-  __m256 pc = _mm256_set1_ps(-2.485220466e-05f);
-  pc = _mm256_fmadd_ps(pc, s, _mm256_set1_ps(9.191629360e-04f));
-  pc = _mm256_fmadd_ps(pc, s, _mm256_set1_ps(-2.086346783e-02f));
-  pc = _mm256_fmadd_ps(pc, s, _mm256_set1_ps(2.536695004e-01f));
-  pc = _mm256_fmadd_ps(pc, s, _mm256_set1_ps(-1.233700514e+00f));
+  __m256 pc = _mm256_set1_ps(fp32::kCosC4);
+  pc = _mm256_fmadd_ps(pc, s, _mm256_set1_ps(fp32::kCosC3));
+  pc = _mm256_fmadd_ps(pc, s, _mm256_set1_ps(fp32::kCosC2));
+  pc = _mm256_fmadd_ps(pc, s, _mm256_set1_ps(fp32::kCosC1));
+  pc = _mm256_fmadd_ps(pc, s, _mm256_set1_ps(fp32::kCosC0));
   const __m256 cos_r = _mm256_fmadd_ps(pc, s, _mm256_set1_ps(1.0f));
   // Quadrant k & 3: odd quadrants swap sin and cos; sin is negated in quadrants 2, 3, cos in 1, 2.
   const __m256i quadrant = _mm256_and_si256(k, _mm256_set1_epi32(3));
@@ -318,9 +299,10 @@ COMPACT_DETAIL_TARGET_AVX2 inline void fill_rademacher_panel_avx2(const EntryPar
                                                                   index_t j0, index_t j1, Scalar* out, index_t ld) {
   const PhiloxRoundKeys rk = philox_round_keys(p.key);
   const index_t width = j1 - j0;
-  // Entry k of a 32-bit word is +-scale with bit k moved to the sign: (word << (31 - k)) & 0x80000000 | bits(scale).
-  const __m256i scale_bits = _mm256_set1_epi32(static_cast<int>(fp32::bits_of(p.scale)));
-  const __m256i sign = _mm256_set1_epi32(static_cast<int>(0x80000000u));
+  // rademacher_value: entry k of a 32-bit word is +-scale with bit k moved to the sign,
+  // (word << (31 - k)) & kSignBit | bits(scale).
+  const __m256i scale_bits = set1_u32(fp32::bits_of(p.scale));
+  const __m256i sign = set1_u32(fp32::kSignBit);
   __m256i shift[4];
   for (int m = 0; m < 4; ++m) {
     shift[m] = _mm256_setr_epi32(31 - 8 * m, 30 - 8 * m, 29 - 8 * m, 28 - 8 * m, 27 - 8 * m, 26 - 8 * m, 25 - 8 * m,
@@ -338,19 +320,18 @@ COMPACT_DETAIL_TARGET_AVX2 inline void fill_rademacher_panel_avx2(const EntryPar
     for (int s = 0; s < count; ++s) {
       Scalar* dst = out + (rows[s] - i0) * ld;
       for (int w = 0; w < 4; ++w) {
-        const index_t col = blocks[s] * kRademacherBlockCols + 32 * w - j0;
+        const index_t col = blocks[s] * kRademacherBlockCols + kRademacherWordCols * w - j0;
         const std::uint32_t word = words[w][s];
-        if (col >= 0 && col + 32 <= width) {
+        if (col >= 0 && col + kRademacherWordCols <= width) {
           const __m256i wv = _mm256_set1_epi32(static_cast<int>(word));
           for (int m = 0; m < 4; ++m) {
             const __m256i bits = _mm256_or_si256(_mm256_and_si256(_mm256_sllv_epi32(wv, shift[m]), sign), scale_bits);
             store8(dst + col + 8 * m, _mm256_castsi256_ps(bits));
           }
-        } else if (col + 32 > 0 && col < width) {
-          for (index_t k = 0; k < 32; ++k) {
-            if (col + k >= 0 && col + k < width) {
-              dst[col + k] = static_cast<Scalar>(((word >> k) & 1u) ? -p.scale : p.scale);
-            }
+        } else if (col + kRademacherWordCols > 0 && col < width) {
+          for (index_t k = 0; k < kRademacherWordCols; ++k) {
+            if (col + k >= 0 && col + k < width)
+              dst[col + k] = static_cast<Scalar>(rademacher_value((word >> k) & 1u, p.scale));
           }
         }
       }
@@ -358,7 +339,7 @@ COMPACT_DETAIL_TARGET_AVX2 inline void fill_rademacher_panel_avx2(const EntryPar
   }
 }
 
-#endif  // COMPACT_DETAIL_HAS_AVX2_PATH
+#endif  // COMPACT_DETAIL_HAS_X86_PATHS
 
 /// Writes P[i0:i1, j0:j1] of a dense distribution into out (row-major, leading dimension ld >= j1 - j0), in fp32
 /// converted to Scalar, with the given instruction set (which must be supported: cpu_isa_supported(isa)).
@@ -366,7 +347,7 @@ COMPACT_DETAIL_TARGET_AVX2 inline void fill_rademacher_panel_avx2(const EntryPar
 /// Every instruction set gives the bits of fill_dense_panel_scalar. Preconditions (unchecked, internal):
 /// 0 <= i0 <= i1 <= kMaxDim, 0 <= j0 <= j1 <= kMaxDim.
 template <class Dist, class Scalar>
-void fill_dense_panel_with(GenerateIsa isa, const EntryParams& p, index_t i0, index_t i1, index_t j0, index_t j1,
+void fill_dense_panel_with(CpuIsa isa, const EntryParams& p, index_t i0, index_t i1, index_t j0, index_t j1,
                            Scalar* out, index_t ld) {
   static_assert(std::is_same_v<Dist, Gaussian> || std::is_same_v<Dist, Rademacher>,
                 "compact::detail::fill_dense_panel: Dist must be Gaussian or Rademacher");
@@ -383,7 +364,7 @@ void fill_dense_panel_with(GenerateIsa isa, const EntryParams& p, index_t i0, in
     return;
   }
 #endif
-#if COMPACT_DETAIL_HAS_AVX2_PATH
+#if COMPACT_DETAIL_HAS_X86_PATHS
   if (isa == CpuIsa::kAvx2) {
     if constexpr (std::is_same_v<Dist, Gaussian>) {
       fill_gaussian_panel_avx2(p, i0, i1, j0, j1, out, ld);

@@ -44,25 +44,24 @@ namespace compact {
 namespace detail {
 namespace COMPACT_DETAIL_AVX512_NAMESPACE {
 
-/// The ten Philox round keys, each broadcast to the eight 64-bit lanes of a register.
+/// The Philox round keys (core/philox.hpp's schedule), each broadcast to the eight 64-bit lanes of a register.
 struct PhiloxRoundKeys16 {
-  __m512i k0[10];
-  __m512i k1[10];
+  __m512i k0[kPhiloxRounds];
+  __m512i k1[kPhiloxRounds];
 };
 
 COMPACT_DETAIL_TARGET_AVX512 inline PhiloxRoundKeys16 philox_round_keys16(Key2x32 key) {
   PhiloxRoundKeys16 rk;
-  std::uint32_t k0 = key.w[0], k1 = key.w[1];
-  for (int round = 0; round < 10; ++round) {
-    if (round > 0) {
-      k0 += kPhiloxW0;
-      k1 += kPhiloxW1;
-    }
-    rk.k0[round] = _mm512_set1_epi64(static_cast<long long>(k0));
-    rk.k1[round] = _mm512_set1_epi64(static_cast<long long>(k1));
+  for (int round = 0; round < kPhiloxRounds; ++round) {
+    if (round > 0) key = philox_next_key(key);
+    rk.k0[round] = _mm512_set1_epi64(static_cast<long long>(key.w[0]));
+    rk.k1[round] = _mm512_set1_epi64(static_cast<long long>(key.w[1]));
   }
   return rk;
 }
+
+/// An unsigned 32-bit constant broadcast to the sixteen lanes (the bits, not the value, of an int).
+COMPACT_DETAIL_TARGET_AVX512 inline __m512i set1_u32(std::uint32_t v) { return _mm512_set1_epi32(static_cast<int>(v)); }
 
 /// Sixteen (block, row) counters: slot s in 64-bit lane s % 8 of `lo` (s < 8) or `hi` (s >= 8); only the low 32
 /// bits of each lane are read.
@@ -84,7 +83,7 @@ COMPACT_DETAIL_TARGET_AVX512 inline void philox16(const Counters16& c, std::uint
   const __m512i w1 = _mm512_set1_epi64(static_cast<long long>(static_cast<std::uint32_t>(window >> 32)));
   __m512i a0 = c.block_lo, a1 = c.row_lo, a2 = w0, a3 = w1;
   __m512i b0 = c.block_hi, b1 = c.row_hi, b2 = w0, b3 = w1;
-  for (int round = 0; round < 10; ++round) {
+  for (int round = 0; round < kPhiloxRounds; ++round) {
     const __m512i pa0 = _mm512_mul_epu32(a0, m0), pa1 = _mm512_mul_epu32(a2, m1);
     const __m512i pb0 = _mm512_mul_epu32(b0, m0), pb1 = _mm512_mul_epu32(b2, m1);
     // c0 = hi1 ^ c1 ^ k0, c1 = lo1, c2 = hi0 ^ c3 ^ k1, c3 = lo0.
@@ -112,37 +111,37 @@ COMPACT_DETAIL_TARGET_AVX512 inline __m512 xor_ps(__m512 a, __m512i b) {
 /// fp32::log, lane by lane, with the reference's operation sequence (x a positive normal float).
 COMPACT_DETAIL_TARGET_AVX512 inline __m512 log16(__m512 x) {
   const __m512i u = _mm512_castps_si512(x);
-  __m512i biased = _mm512_srli_epi32(u, 23);  // e + 127
-  __m512i mant = _mm512_or_si512(_mm512_and_si512(u, _mm512_set1_epi32(0x007FFFFF)), _mm512_set1_epi32(0x3F800000));
-  // mant and 0x3FB504F3 are below 2^31, so the signed compare is the reference's unsigned one.
-  const auto big = _mm512_cmpgt_epi32_mask(mant, _mm512_set1_epi32(0x3FB504F3));
-  mant = _mm512_mask_sub_epi32(mant, big, mant, _mm512_set1_epi32(0x00800000));
+  __m512i biased = _mm512_srli_epi32(u, fp32::kMantissaBits);  // e + kExponentBias
+  __m512i mant = _mm512_or_si512(_mm512_and_si512(u, set1_u32(fp32::kMantissaMask)), set1_u32(fp32::kOneBits));
+  // mant and kSqrt2Bits are below 2^31, so the signed compare is the reference's unsigned one.
+  const auto big = _mm512_cmpgt_epi32_mask(mant, set1_u32(fp32::kSqrt2Bits));
+  mant = _mm512_mask_sub_epi32(mant, big, mant, set1_u32(fp32::kExponentUnit));
   biased = _mm512_mask_add_epi32(biased, big, biased, _mm512_set1_epi32(1));
   const __m512 f = _mm512_sub_ps(_mm512_castsi512_ps(mant), _mm512_set1_ps(1.0f));
-  __m512 q = _mm512_set1_ps(-7.634225488e-02f);
-  q = _mm512_fmadd_ps(q, f, _mm512_set1_ps(1.276146770e-01f));
-  q = _mm512_fmadd_ps(q, f, _mm512_set1_ps(-1.316023320e-01f));
-  q = _mm512_fmadd_ps(q, f, _mm512_set1_ps(1.420177668e-01f));
-  q = _mm512_fmadd_ps(q, f, _mm512_set1_ps(-1.662335396e-01f));
-  q = _mm512_fmadd_ps(q, f, _mm512_set1_ps(2.000122666e-01f));
-  q = _mm512_fmadd_ps(q, f, _mm512_set1_ps(-2.500082254e-01f));
-  q = _mm512_fmadd_ps(q, f, _mm512_set1_ps(3.333333135e-01f));
+  __m512 q = _mm512_set1_ps(fp32::kLogQ7);
+  q = _mm512_fmadd_ps(q, f, _mm512_set1_ps(fp32::kLogQ6));
+  q = _mm512_fmadd_ps(q, f, _mm512_set1_ps(fp32::kLogQ5));
+  q = _mm512_fmadd_ps(q, f, _mm512_set1_ps(fp32::kLogQ4));
+  q = _mm512_fmadd_ps(q, f, _mm512_set1_ps(fp32::kLogQ3));
+  q = _mm512_fmadd_ps(q, f, _mm512_set1_ps(fp32::kLogQ2));
+  q = _mm512_fmadd_ps(q, f, _mm512_set1_ps(fp32::kLogQ1));
+  q = _mm512_fmadd_ps(q, f, _mm512_set1_ps(fp32::kLogQ0));
   const __m512 t = _mm512_fmadd_ps(q, f, _mm512_set1_ps(-0.5f));
   const __m512 f2 = _mm512_mul_ps(f, f);
   const __m512 p = _mm512_fmadd_ps(f2, t, f);
   // float(e) = float(e + 127) - 127, both steps exact (|e| < 2^8): the unsigned conversion suffices.
-  const __m512 fe = _mm512_sub_ps(_mm512_cvtepu32_ps(biased), _mm512_set1_ps(127.0f));
-  const __m512 lo = _mm512_fmadd_ps(fe, _mm512_set1_ps(1.428606765330187045e-06f), p);
-  return _mm512_fmadd_ps(fe, _mm512_set1_ps(6.9314575195e-01f), lo);
+  const __m512 fe = _mm512_sub_ps(_mm512_cvtepu32_ps(biased), _mm512_set1_ps(static_cast<float>(fp32::kExponentBias)));
+  const __m512 lo = _mm512_fmadd_ps(fe, _mm512_set1_ps(fp32::kLn2Lo), p);
+  return _mm512_fmadd_ps(fe, _mm512_set1_ps(fp32::kLn2Hi), lo);
 }
 
 /// Box-Muller of fp32 (box_muller in core/entries.hpp) on sixteen pairs: lane0 = rho cos(2 pi t), lane1 = rho sin.
 COMPACT_DETAIL_TARGET_AVX512 inline void box_muller16(__m512i a, __m512i b, __m512* lane0, __m512* lane1) {
-  const __m512 scale24 = _mm512_set1_ps(0x1p-24f);
+  const __m512 scale24 = _mm512_set1_ps(kBoxMullerScale);
   // (a >> 8) + 1 <= 2^24 and b >> 8 < 2^24: exact conversions, as in the reference.
-  const __m512 u =
-      _mm512_mul_ps(_mm512_cvtepu32_ps(_mm512_add_epi32(_mm512_srli_epi32(a, 8), _mm512_set1_epi32(1))), scale24);
-  const __m512 t = _mm512_mul_ps(_mm512_cvtepu32_ps(_mm512_srli_epi32(b, 8)), scale24);
+  const __m512 u = _mm512_mul_ps(
+      _mm512_cvtepu32_ps(_mm512_add_epi32(_mm512_srli_epi32(a, kBoxMullerShift), _mm512_set1_epi32(1))), scale24);
+  const __m512 t = _mm512_mul_ps(_mm512_cvtepu32_ps(_mm512_srli_epi32(b, kBoxMullerShift)), scale24);
   const __m512 rho = _mm512_sqrt_ps(_mm512_mul_ps(_mm512_set1_ps(-2.0f), log16(u)));
   // fp32::sincos_2pi: y = 4t exact, k = (int)(y + 0.5) (truncation), r = y - k exact. y + 0.5 >= 0.5, so the
   // truncation is roundscale's round-toward-zero, and k & 3 is read from the low bits of k + 2^23 (exact, k <= 4).
@@ -152,17 +151,17 @@ COMPACT_DETAIL_TARGET_AVX512 inline void box_muller16(__m512i a, __m512i b, __m5
   const __m512i quadrant =
       _mm512_and_si512(_mm512_castps_si512(_mm512_add_ps(k, _mm512_set1_ps(0x1p23f))), _mm512_set1_epi32(3));
   const __m512 s = _mm512_mul_ps(r, r);
-  __m512 ps = _mm512_set1_ps(1.581950783e-04f);
-  ps = _mm512_fmadd_ps(ps, s, _mm512_set1_ps(-4.681260791e-03f));
-  ps = _mm512_fmadd_ps(ps, s, _mm512_set1_ps(7.969257981e-02f));
-  ps = _mm512_fmadd_ps(ps, s, _mm512_set1_ps(-6.459640861e-01f));
-  ps = _mm512_fmadd_ps(ps, s, _mm512_set1_ps(1.570796371e+00f));
+  __m512 ps = _mm512_set1_ps(fp32::kSinS4);
+  ps = _mm512_fmadd_ps(ps, s, _mm512_set1_ps(fp32::kSinS3));
+  ps = _mm512_fmadd_ps(ps, s, _mm512_set1_ps(fp32::kSinS2));
+  ps = _mm512_fmadd_ps(ps, s, _mm512_set1_ps(fp32::kSinS1));
+  ps = _mm512_fmadd_ps(ps, s, _mm512_set1_ps(fp32::kSinS0));
   const __m512 sin_r = _mm512_mul_ps(r, ps);
-  __m512 pc = _mm512_set1_ps(-2.485220466e-05f);
-  pc = _mm512_fmadd_ps(pc, s, _mm512_set1_ps(9.191629360e-04f));
-  pc = _mm512_fmadd_ps(pc, s, _mm512_set1_ps(-2.086346783e-02f));
-  pc = _mm512_fmadd_ps(pc, s, _mm512_set1_ps(2.536695004e-01f));
-  pc = _mm512_fmadd_ps(pc, s, _mm512_set1_ps(-1.233700514e+00f));
+  __m512 pc = _mm512_set1_ps(fp32::kCosC4);
+  pc = _mm512_fmadd_ps(pc, s, _mm512_set1_ps(fp32::kCosC3));
+  pc = _mm512_fmadd_ps(pc, s, _mm512_set1_ps(fp32::kCosC2));
+  pc = _mm512_fmadd_ps(pc, s, _mm512_set1_ps(fp32::kCosC1));
+  pc = _mm512_fmadd_ps(pc, s, _mm512_set1_ps(fp32::kCosC0));
   const __m512 cos_r = _mm512_fmadd_ps(pc, s, _mm512_set1_ps(1.0f));
   // Quadrant k & 3: odd quadrants swap sin and cos; sin is negated in quadrants 2, 3, cos in 1, 2.
   const auto odd = _mm512_test_epi32_mask(quadrant, _mm512_set1_epi32(1));
@@ -305,20 +304,21 @@ COMPACT_DETAIL_TARGET_AVX512 inline void flush_rademacher16(PendingBlocks16* q, 
   philox16(q->counters(), p.window, rk, x);
   alignas(64) std::uint32_t words[4][16];
   for (int w = 0; w < 4; ++w) _mm512_store_si512(words[w], x[w]);
-  // Entry k of a word is -scale where bit k is set: the word itself is the blend mask of 2 x 16 lanes.
+  // rademacher_value: entry k of a word is -scale where bit k is set, so the word itself is the blend mask of
+  // 2 x 16 lanes.
   const __m512 pos = _mm512_set1_ps(p.scale), neg = _mm512_set1_ps(-p.scale);
   for (int s = 0; s < q->count; ++s) {
     Scalar* dst = out + (static_cast<index_t>(q->row[s]) - i0) * ld;
     for (int w = 0; w < 4; ++w) {
-      const index_t col = static_cast<index_t>(q->block[s]) * kRademacherBlockCols + 32 * w - j0;
+      const index_t col = static_cast<index_t>(q->block[s]) * kRademacherBlockCols + kRademacherWordCols * w - j0;
       const std::uint32_t word = words[w][s];
-      if (col >= 0 && col + 32 <= width) {
+      if (col >= 0 && col + kRademacherWordCols <= width) {
         store16(dst + col, _mm512_mask_blend_ps(static_cast<std::uint16_t>(word & 0xFFFFu), pos, neg));
         store16(dst + col + 16, _mm512_mask_blend_ps(static_cast<std::uint16_t>(word >> 16), pos, neg));
-      } else if (col + 32 > 0 && col < width) {
-        for (index_t k = 0; k < 32; ++k) {
+      } else if (col + kRademacherWordCols > 0 && col < width) {
+        for (index_t k = 0; k < kRademacherWordCols; ++k) {
           if (col + k >= 0 && col + k < width)
-            dst[col + k] = static_cast<Scalar>(((word >> k) & 1u) ? -p.scale : p.scale);
+            dst[col + k] = static_cast<Scalar>(rademacher_value((word >> k) & 1u, p.scale));
         }
       }
     }

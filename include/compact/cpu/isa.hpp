@@ -10,8 +10,9 @@
 ///
 /// the cap being kAvx512 unless lowered by set_cpu_isa_cap() or the environment variable COMPACT_CPU_ISA (read once,
 /// at the first call: `scalar`, `avx2` or `avx512`). Tests force each path the CPU supports through the cap or the
-/// `*_with(isa, ...)` entry points; benchmarks record active_cpu_isa(). Defining COMPACT_DISABLE_SIMD compiles every
-/// vector path out: only kScalar is then supported.
+/// `*_with(isa, ...)` entry points (compact::fwht(x, n, isa)); benchmarks record active_cpu_isa(). Defining
+/// COMPACT_DISABLE_SIMD (a compile-time switch, for every translation unit of a program alike) compiles every vector
+/// path out: only kScalar is then supported, and every kernel runs its scalar reference.
 ///
 /// kAvx2 means AVX2 + FMA (every x86-64-v3 CPU); kAvx512 means AVX-512 F (the kernels use no other AVX-512 subset).
 
@@ -27,6 +28,19 @@
 #define COMPACT_DETAIL_HAS_X86_PATHS 1
 #else
 #define COMPACT_DETAIL_HAS_X86_PATHS 0
+#endif
+
+// The one switch of every x86 vector path (generation in cpu/generate*.hpp, the FWHT in cpu/fwht*.hpp and
+// cpu/srht_rows.hpp): COMPACT_DETAIL_HAS_X86_PATHS. Under COMPACT_DISABLE_SIMD none of them is compiled (no
+// intrinsics header, no target attribute) and best_cpu_isa() is kScalar, so every kernel takes its scalar reference.
+#if COMPACT_DETAIL_HAS_X86_PATHS
+#if !defined(COMPACT_DETAIL_AVX512_EMULATED)  // that test TU has SIMDe's native aliases instead (see below)
+#include <immintrin.h>
+#endif
+/// Compiles one function for CpuIsa::kAvx2's generation kernels (AVX2 + FMA) whatever the translation unit's -m flags.
+#define COMPACT_DETAIL_TARGET_AVX2 __attribute__((target("avx2,fma")))
+/// Compiles one function for CpuIsa::kAvx2's FWHT kernels, which use AVX instructions only (every AVX2 CPU has them).
+#define COMPACT_DETAIL_TARGET_AVX __attribute__((target("avx")))
 #endif
 
 // The AVX-512 kernels (cpu/generate_avx512.hpp, cpu/fwht_avx512.hpp) are compiled natively with a target attribute,

@@ -11,10 +11,6 @@
 #include <cstdint>
 #include <type_traits>
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#endif
-
 #include "compact/config.hpp"
 #include "compact/cpu/fwht.hpp"
 #include "compact/cpu/fwht_avx512.hpp"
@@ -23,13 +19,13 @@
 namespace compact {
 namespace detail {
 
-#if COMPACT_FWHT_HAS_AVX_PATH
+#if COMPACT_DETAIL_HAS_X86_PATHS
 
 /// First pass of the 256-bit transform of length np reading x_k d_k (0 beyond n) instead of buf: stages 0 ..
 /// kLogLanes + log2(R) - 1, written to buf.
 template <class V, int R>
-COMPACT_FWHT_TARGET_AVX inline void avx_signed_first_pass(const typename V::T* x, const typename V::T* d, index_t n,
-                                                          typename V::T* buf, index_t np) {
+COMPACT_DETAIL_TARGET_AVX inline void avx_signed_first_pass(const typename V::T* x, const typename V::T* d, index_t n,
+                                                            typename V::T* buf, index_t np) {
   using T = typename V::T;
   constexpr index_t kLanes = index_t{1} << V::kLogLanes;
   for (index_t i = 0; i < np; i += R * kLanes) {
@@ -56,7 +52,7 @@ COMPACT_FWHT_TARGET_AVX inline void avx_signed_first_pass(const typename V::T* x
 /// longer than one cache block are split into 2^m sub-blocks (each formed by its own signed first pass), then
 /// joined by the top stages.
 template <class T>
-COMPACT_FWHT_TARGET_AVX void fwht_signed_avx(const T* x, const T* d, index_t n, T* buf, int log_n) {
+COMPACT_DETAIL_TARGET_AVX void fwht_signed_avx(const T* x, const T* d, index_t n, T* buf, int log_n) {
   using V = std::conditional_t<std::is_same_v<T, float>, AvxF32, AvxF64>;
   constexpr int kBlock = fwht_block_log2<T>();
   if (log_n > kBlock) {
@@ -88,7 +84,7 @@ COMPACT_FWHT_TARGET_AVX void fwht_signed_avx(const T* x, const T* d, index_t n, 
   avx_stages_from<V>(buf, log_n, V::kLogLanes + between);
 }
 
-#endif  // COMPACT_FWHT_HAS_AVX_PATH
+#endif  // COMPACT_DETAIL_HAS_X86_PATHS
 
 /// buf[0, 2^log_n) = H pad(x . d): the signed, zero-padded transform of the row x[0, n) (signs d_k = +-1, n <=
 /// 2^log_n, buf must not overlap x or d) on the instruction set `isa` (supported). Every path gives the bits of
@@ -101,7 +97,7 @@ void srht_transform_row(const T* x, const T* d, index_t n, T* buf, int log_n, Cp
     return;
   }
 #endif
-#if COMPACT_FWHT_HAS_AVX_PATH
+#if COMPACT_DETAIL_HAS_X86_PATHS
   constexpr int kMinLog = std::is_same_v<T, float> ? AvxF32::kLogLanes : AvxF64::kLogLanes;
   if (isa != CpuIsa::kScalar && log_n >= kMinLog) {
     fwht_signed_avx(x, d, n, buf, log_n);
@@ -114,14 +110,14 @@ void srht_transform_row(const T* x, const T* d, index_t n, T* buf, int log_n, Cp
   fwht_unchecked(buf, log_n, isa);
 }
 
-#if COMPACT_FWHT_HAS_AVX_PATH
+#if COMPACT_DETAIL_HAS_X86_PATHS
 
 /// srht_gather_row with non-temporal stores: eight gathered values per 32-byte-aligned streaming store (the
 /// AVX2 gather instruction is slower than eight loads on Zen 2), scalar stores before the first aligned address
 /// and after the last full vector. Ends with sfence so that the stores are visible before the task completes.
 template <class T>
-COMPACT_FWHT_TARGET_AVX void srht_gather_row_stream(const T* buf, const std::int32_t* sample, index_t r, T scale,
-                                                    T* z) {
+COMPACT_DETAIL_TARGET_AVX void srht_gather_row_stream(const T* buf, const std::int32_t* sample, index_t r, T scale,
+                                                      T* z) {
   constexpr index_t kLanes = 32 / sizeof(T);
   index_t j = 0;
   for (; j < r && reinterpret_cast<std::uintptr_t>(z + j) % 32 != 0; ++j) z[j] = buf[sample[j]] * scale;
@@ -144,7 +140,7 @@ COMPACT_FWHT_TARGET_AVX void srht_gather_row_stream(const T* buf, const std::int
   _mm_sfence();
 }
 
-#endif  // COMPACT_FWHT_HAS_AVX_PATH
+#endif  // COMPACT_DETAIL_HAS_X86_PATHS
 
 /// z[j] = buf[sample[j]] * scale for j < r. With `stream` (on a vector instruction set) z is written with
 /// non-temporal stores, which skip reading z's cache lines before writing them: for a sketch much larger than the
@@ -152,7 +148,7 @@ COMPACT_FWHT_TARGET_AVX void srht_gather_row_stream(const T* buf, const std::int
 template <class T>
 inline void srht_gather_row(const T* buf, const std::int32_t* sample, index_t r, T scale, T* z, bool stream,
                             CpuIsa isa) {
-#if COMPACT_FWHT_HAS_AVX_PATH
+#if COMPACT_DETAIL_HAS_X86_PATHS
   if (stream && isa != CpuIsa::kScalar) {
     srht_gather_row_stream(buf, sample, r, scale, z);
     return;
