@@ -309,7 +309,8 @@ class CudaOptimizerBase : public OptimizerCore<Dist, float> {
     const OptimizerIdentity id = this->identity();
     std::vector<std::uint8_t> out = this->new_record(fn);
     const DeviceGuard guard(device_, "save_state: cudaSetDevice");
-    std::vector<float> values(id.moment_entries());
+    std::vector<float> values = allocating(fn, "the host copy of one moment", id.moment_entries() * sizeof(float),
+                                           [&] { return std::vector<float>(id.moment_entries()); });
     for (int k = 0; k < moments_; ++k) {
       check_cuda(
           cudaMemcpyAsync(values.data(), moment_ptr(k), values.size() * sizeof(float), cudaMemcpyDeviceToHost, stream),
@@ -327,7 +328,8 @@ class CudaOptimizerBase : public OptimizerCore<Dist, float> {
   void load_record(const char* fn, const std::uint8_t* bytes, std::size_t size, cudaStream_t stream) {
     const OptimizerIdentity id = this->identity();
     const OptimizerCounters counters = validate_optimizer_record<float>(fn, bytes, size, id);
-    std::vector<float> values(id.moment_entries());
+    std::vector<float> values = allocating(fn, "the host copy of one moment", id.moment_entries() * sizeof(float),
+                                           [&] { return std::vector<float>(id.moment_entries()); });
     const DeviceGuard guard(device_, "load_state: cudaSetDevice");
     std::optional<ProjectorType> projector;
     projector.emplace(make_projector(1 - slot_, schedule_.at(stream_, counters.step), backend_.on(stream)));
@@ -424,8 +426,8 @@ class CompressedAdamW<Cuda, Dist, Scalar> : public detail::CudaOptimizerBase<Dis
     constexpr const char* fn = "CompressedAdamW::step";
     this->check_weight(fn, w);
     const AdamWOptions& o = options_;
-    std::optional<typename Base::ProjectorType> next = this->next_projector(stream);
     const detail::DeviceGuard guard(this->device_, "CompressedAdamW::step: cudaSetDevice");
+    std::optional<typename Base::ProjectorType> next = this->next_projector(stream);
     const std::uint64_t updates[2] = {this->updates_[0] + 1, this->updates_[1] + 1};
     const detail::AdamWStepScalars<float> s = detail::adamw_step_scalars<float>(o, updates[0], updates[1]);
     const index_t count = this->m_ * this->r_;
@@ -501,8 +503,8 @@ class CompressedSgd<Cuda, Dist, Scalar> : public detail::CudaOptimizerBase<Dist,
   void step(MatrixView<Scalar> w, cudaStream_t stream) {
     constexpr const char* fn = "CompressedSgd::step";
     this->check_weight(fn, w);
-    std::optional<typename Base::ProjectorType> next = this->next_projector(stream);
     const detail::DeviceGuard guard(this->device_, "CompressedSgd::step: cudaSetDevice");
+    std::optional<typename Base::ProjectorType> next = this->next_projector(stream);
     const bool first = this->updates_[0] == 0;
     const index_t count = this->m_ * this->r_;
     const detail::Launch1d launch = detail::optimizer_step_launch(count);
