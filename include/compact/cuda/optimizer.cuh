@@ -184,6 +184,8 @@ class CudaOptimizerBase : public OptimizerCore<Dist, float> {
                     MomentInfo second)
       : Core(fn, m, n, r, schedule, stream, kind, moments, first, second), backend_(backend) {
     const bool own_workspace = workspace.data == nullptr && workspace.bytes == 0;
+    // Both sizes check the projector's dimensions (n up to kMaxDim, the SRHT's n'), before any CUDA call.
+    const std::size_t owned_bytes = own_workspace ? workspace_bytes(n, r) : 0;
     if (!own_workspace) {
       check_workspace(fn, "workspace", workspace.data, workspace.bytes, min_workspace_bytes(n, r),
                       "CompressedAdamW/CompressedSgd<Cuda>::min_workspace_bytes(n, r)");
@@ -192,7 +194,7 @@ class CudaOptimizerBase : public OptimizerCore<Dist, float> {
     device_ = current_device(fn);
     state_ = DeviceAllocation(fn, "the optimizer state (Ĝ, moments, update)", state_bytes(m, r, moments));
     if (own_workspace) {
-      owned_workspace_ = DeviceAllocation(fn, "the projector workspace", workspace_bytes(n, r));
+      owned_workspace_ = DeviceAllocation(fn, "the projector workspace", owned_bytes);
       workspace = Workspace{owned_workspace_.data(), owned_workspace_.bytes()};
     }
     slot_bytes_ = workspace.bytes / 2 / kWorkspaceAlign * kWorkspaceAlign;
