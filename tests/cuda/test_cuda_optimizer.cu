@@ -12,13 +12,13 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstdio>
 #include <string>
 #include <type_traits>
 #include <vector>
 
 #include <compact/compact.hpp>
 
+#include "gpu_support.cuh"
 #include "optimizer_reference.hpp"
 
 namespace {
@@ -28,29 +28,8 @@ using compact::MatrixView;
 template <class T>
 using Traits = compact::detail::CudaScalar<T>;
 
-/// One blocking stream and one cuBLAS handle for the run; the handle forbids reduced-precision reductions, so every
-/// GEMM accumulates in fp32 (an fp32 output is never affected anyway; the bf16 W update is).
-struct GpuContext {
-  compact::Cuda backend;
-  GpuContext() {
-    compact::detail::check_cuda(cudaStreamCreate(&backend.stream), "stream");
-    compact::detail::check_cublas(cublasCreate(&backend.cublas), "cublasCreate");
-    compact::detail::check_cublas(
-        cublasSetMathMode(backend.cublas, static_cast<cublasMath_t>(CUBLAS_DEFAULT_MATH |
-                                                                    CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)),
-        "cublasSetMathMode");
-  }
-  ~GpuContext() {
-    cublasDestroy(backend.cublas);
-    cudaStreamDestroy(backend.stream);
-  }
-  void sync() const { compact::detail::check_cuda(cudaStreamSynchronize(backend.stream), "cudaStreamSynchronize"); }
-};
-
-const GpuContext& gpu() {
-  static const GpuContext context;
-  return context;
-}
+using compact_test::gpu;
+using compact_test::random_scalars;
 
 /// A device copy of a host vector, freed at scope exit.
 template <class T>
@@ -73,17 +52,6 @@ std::vector<T> download(const T* d, std::size_t count) {
   std::vector<T> h(count);
   compact::detail::check_cuda(cudaMemcpy(h.data(), d, count * sizeof(T), cudaMemcpyDeviceToHost), "download");
   return h;
-}
-
-/// Uniform values in [-1, 1) (fixed seed), exact in T.
-template <class T>
-std::vector<T> random_values(std::size_t count, std::uint64_t seed) {
-  std::vector<T> v(count);
-  for (auto& x : v) {
-    seed = compact::splitmix64(seed);
-    x = Traits<T>::from_float(static_cast<float>(static_cast<double>(seed >> 11) * 0x1p-52 - 1.0));
-  }
-  return v;
 }
 
 std::vector<float> to_float(const std::vector<__nv_bfloat16>& v) {
@@ -133,7 +101,7 @@ TEST_CASE_TEMPLATE("AdamW on the GPU tracks the CPU optimizer: Ĝ within the GEM
   const compact::Schedule schedule(21, 2);
   compact::CompressedAdamW<compact::Cuda, Dist, float> opt(m, n, r, schedule, 6, gpu().backend, o);
   const auto cpu = compact_test::make_cpu_adamw(code<Dist>(), m, n, r, schedule, 6, o);
-  std::vector<float> w_cpu = random_values<float>(std::size_t(m * n), 1);
+  std::vector<float> w_cpu = random_scalars<float>(std::size_t(m * n), 1);
   const DeviceVector<float> w(w_cpu);
   // E_ij bounds |W_gpu - W_cpu| (0 at the start: the same bits).
   std::vector<double> bound(std::size_t(m * n), 0.0);
@@ -141,8 +109,8 @@ TEST_CASE_TEMPLATE("AdamW on the GPU tracks the CPU optimizer: Ĝ within the GEM
     CAPTURE(step);
     std::vector<double> abs_sum(std::size_t(m * r), 0.0);  // Σ_b |dy_bi| |z_bj| over every micro-batch
     for (int k = 0; k < micro; ++k) {
-      const std::vector<float> dy = random_values<float>(std::size_t(batch * m), 100 + 2 * (step * micro + k));
-      const std::vector<float> x = random_values<float>(std::size_t(batch * n), 101 + 2 * (step * micro + k));
+      const std::vector<float> dy = random_scalars<float>(std::size_t(batch * m), 100 + 2 * (step * micro + k));
+      const std::vector<float> x = random_scalars<float>(std::size_t(batch * n), 101 + 2 * (step * micro + k));
       const std::vector<float> z = cpu->sketch(x, batch);  // P is the spec's on both backends: one z for both
       cpu->accumulate(dy, z, batch);
       const DeviceVector<float> dy_d(dy), z_d(z);
@@ -200,11 +168,11 @@ TEST_CASE("SGD on the GPU: the momentum buffer and the record bit for bit with t
   const compact::Schedule schedule(5, 2);
   compact::CompressedSgd<compact::Cuda, compact::Rademacher, float> opt(m, n, r, schedule, 1, gpu().backend, o);
   const auto cpu = compact_test::make_cpu_sgd(code<compact::Rademacher>(), m, n, r, schedule, 1, o);
-  std::vector<float> w_cpu = random_values<float>(std::size_t(m * n), 2);
+  std::vector<float> w_cpu = random_scalars<float>(std::size_t(m * n), 2);
   const DeviceVector<float> w(w_cpu);
   for (int step = 0; step < 4; ++step) {
-    const DeviceVector<float> dy(random_values<float>(std::size_t(batch * m), 300 + step));
-    const DeviceVector<float> z(random_values<float>(std::size_t(batch * r), 400 + step));
+    const DeviceVector<float> dy(random_scalars<float>(std::size_t(batch * m), 300 + step));
+    const DeviceVector<float> z(random_scalars<float>(std::size_t(batch * r), 400 + step));
     opt.accumulate_grad(dy.cview(batch, m), z.cview(batch, r));
     cpu->set_grad(download(opt.grad().data, std::size_t(m * r)));
     opt.step(w.view(m, n));
@@ -223,8 +191,8 @@ TEST_CASE("resume on the GPU is bit for bit, and the record moves between GPU an
   using Opt = compact::CompressedAdamW<compact::Cuda, compact::Gaussian, float>;
   const auto train = [&](Opt& opt, const DeviceVector<float>& w, int from, int to) {
     for (int t = from; t < to; ++t) {
-      const DeviceVector<float> dy(random_values<float>(std::size_t(batch * m), 500 + t));
-      const DeviceVector<float> x(random_values<float>(std::size_t(batch * n), 600 + t));
+      const DeviceVector<float> dy(random_scalars<float>(std::size_t(batch * m), 500 + t));
+      const DeviceVector<float> x(random_scalars<float>(std::size_t(batch * n), 600 + t));
       const DeviceVector<float> z(std::vector<float>(std::size_t(batch * r)));
       opt.projector().sketch(x.cview(batch, n), z.view(batch, r));
       opt.accumulate_grad(dy.cview(batch, m), z.cview(batch, r));
@@ -232,7 +200,7 @@ TEST_CASE("resume on the GPU is bit for bit, and the record moves between GPU an
       gpu().sync();
     }
   };
-  const std::vector<float> w0 = random_values<float>(std::size_t(m * n), 3);
+  const std::vector<float> w0 = random_scalars<float>(std::size_t(m * n), 3);
   Opt straight(m, n, r, schedule, 2, gpu().backend, o);
   const DeviceVector<float> w_straight(w0);
   train(straight, w_straight, 0, 3);
@@ -283,7 +251,7 @@ TEST_CASE("bf16 micro-batches accumulate in fp32: 64 increments of 2^-10 on 1 su
   // One step on a bf16 W: N is the host's element math rounded to bf16, bit for bit, and W' = β W + a N Pᵀ rounded
   // once to bf16 after an fp32 accumulation: within u_bf16 |W'| + (1 + u_bf16) γ_{r+2} (|a| Σ|N||P| + |β||W|) of the
   // exact value of the GPU's inputs (P in bf16: the projector's P rounded to nearest even).
-  const std::vector<Bf16> w_host = random_values<Bf16>(std::size_t(m * n), 4);
+  const std::vector<Bf16> w_host = random_scalars<Bf16>(std::size_t(m * n), 4);
   const DeviceVector<Bf16> w(w_host);
   const DeviceVector<Bf16> p_d(std::vector<Bf16>(std::size_t(n * r)));
   opt.projector().materialize(p_d.view(n, r));
@@ -320,7 +288,7 @@ TEST_CASE("kTransferFirst on the GPU: M becomes M P_oldᵀ P_new within the fp32
                                                                         gpu().backend, o);
   const DeviceVector<float> p0_d(std::vector<float>(std::size_t(n * r))), p1_d(std::vector<float>(std::size_t(n * r)));
   opt.projector().materialize(p0_d.view(n, r));
-  const std::vector<float> g = random_values<float>(std::size_t(m * r), 9);
+  const std::vector<float> g = random_scalars<float>(std::size_t(m * r), 9);
   compact::detail::check_cuda(cudaMemcpy(opt.grad().data, g.data(), g.size() * 4, cudaMemcpyHostToDevice), "Ĝ");
   const DeviceVector<float> w(std::vector<float>(std::size_t(m * n)));
   opt.step(w.view(m, n));  // period 1: the window changes after every step
@@ -358,8 +326,8 @@ TEST_CASE("bad arguments to step and accumulate_grad throw compact::error and ch
   const index_t m = 6, n = 16, r = 4;
   compact::CompressedAdamW<compact::Cuda, compact::Rademacher, float> opt(m, n, r, compact::Schedule(1, 0), 0,
                                                                           gpu().backend);
-  const DeviceVector<float> dy(random_values<float>(std::size_t(2 * m), 1)),
-      z(random_values<float>(std::size_t(2 * r), 2));
+  const DeviceVector<float> dy(random_scalars<float>(std::size_t(2 * m), 1)),
+      z(random_scalars<float>(std::size_t(2 * r), 2));
   opt.accumulate_grad(dy.cview(2, m), z.cview(2, r));
   const std::vector<float> g_before = download(opt.grad().data, std::size_t(m * r));
   std::vector<float> host_w(std::size_t(m * n));
@@ -432,16 +400,4 @@ TEST_SUITE("host") {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  doctest::Context context(argc, argv);
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-    cudaGetLastError();
-    context.setOption("test-suite", "host");
-    const int failed = context.run();
-    if (failed != 0 || context.shouldExit()) return failed != 0 ? failed : 0;
-    std::printf("test_cuda_optimizer: no CUDA device: ran the device-free suite \"host\" only, skipping (exit 77)\n");
-    return 77;
-  }
-  return context.run();
-}
+int main(int argc, char** argv) { return compact_test::run_gpu_tests(argc, argv, "test_cuda_optimizer"); }
