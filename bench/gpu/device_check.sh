@@ -1,21 +1,23 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # One command for a machine with an NVIDIA GPU (written for an H200): builds the CUDA targets for sm_90, runs the
-# GPU tests (ctest -L gpu), compute-sanitizer racecheck and synccheck on the test's "sanitize" suite, the GPU
+# GPU tests (ctest -L gpu: test_cuda_backend and test_cuda_optimizer), compute-sanitizer racecheck and synccheck on the test's "sanitize" suite, the GPU
 # benchmarks and, when python3 has torch with CUDA, the torch.randn + matmul baseline; writes logs to the folder
 # given as $1 (else $OUT, else ./device_check_out) and prints a short table last, ending with the issue-12 targets
 # (dense sketch / cuBLAS with a stored P <= 1.10, SRHT / copy bandwidth >= 0.60, both measured in this run).
 #
 #   bench/gpu/device_check.sh [LOG_DIR]
-#   bench/gpu/device_check.sh --stage-deps      # on a CPU machine: copy doctest + Google Benchmark into .devdeps/
+#   bench/gpu/device_check.sh --stage-deps      # on a CPU machine: copy doctest, Google Benchmark and Eigen's
+#                                               # headers (test_cuda_optimizer's CPU side) into .devdeps/
 #
 # Every step runs under `timeout`; the limits add up to 350 s, inside a 6-minute device slot with the build:
-#   environment 10 (nvidia-smi, nvcc --version: 5 each)   configure 30   build 140   tests 60
+#   environment 10 (nvidia-smi, nvcc --version: 5 each)   configure 30   build 140   tests 60 (both programs)
 #   racecheck 30   synccheck 20   benchmarks 45   torch baseline 15 (import included)
 # A step that runs out of time is reported as "timeout" and the script goes on to the next.
 #
 # Builds with CMake when the project configures there (Eigen3, doctest and benchmark found); otherwise calls nvcc
-# directly (the .cu files need no Eigen), taking doctest and Google Benchmark from .devdeps/ (made by --stage-deps
+# directly (the .cu files need no Eigen; test_cuda_optimizer's host-compiled CPU reference does), taking doctest,
+# Google Benchmark and Eigen from .devdeps/ (made by --stage-deps
 # on a machine that has them, ignored by git, carried along) or from the system. Stops before building when
 # cuBLAS (cublas_v2.h and libcublas) is not in the CUDA toolkit.
 # Environment: COMPACT_BUILD_DIR (default build-device), JOBS (16), COMPACT_FORCE_NVCC=1 (skip CMake).
@@ -27,7 +29,7 @@ deps="$root/.devdeps"
 if [ "${1:-}" = "--stage-deps" ]; then
   set -e
   mkdir -p "$deps/include" "$deps/lib"
-  cp -r /usr/include/doctest /usr/include/benchmark "$deps/include/"
+  cp -r /usr/include/doctest /usr/include/benchmark /usr/include/eigen3 "$deps/include/"
   cp -P /usr/lib/x86_64-linux-gnu/libbenchmark.so* "$deps/lib/"
   grep -qx '/.devdeps/' .git/info/exclude 2>/dev/null || echo '/.devdeps/' >> .git/info/exclude
   echo "staged into $deps ($(du -sh "$deps" | cut -f1)); carry .devdeps with the tree"
@@ -74,24 +76,34 @@ if [ -z "${COMPACT_FORCE_NVCC:-}" ] && command -v cmake > /dev/null; then
 fi
 mkdir -p "$build"
 if [ $cmake_ok = 1 ]; then
-  timeout 140 cmake --build "$build" --target test_cuda_backend bench_cuda -j "$jobs" >> "$logs/build.log" 2>&1 \
-    && status_build=cmake
+  timeout 140 cmake --build "$build" --target test_cuda_backend test_cuda_optimizer bench_cuda -j "$jobs" \
+    >> "$logs/build.log" 2>&1 && status_build=cmake
   test_bin="$build/tests/test_cuda_backend"
   bench_bin="$build/bench/gpu/bench_cuda"
 else
   inc="-I$root/include"
   [ -d "$deps/include" ] && inc="$inc -I$deps/include"
+  eigen=$(ls -d "$deps/include/eigen3" /usr/include/eigen3 2>/dev/null | head -1)
   flags="-std=c++17 -O3 -arch=sm_90 $inc"
   test_bin="$build/test_cuda_backend"
+  optimizer_bin="$build/test_cuda_optimizer"
   bench_bin="$build/bench_cuda"
   {
     echo "CMake configure failed or absent (see above): building with $nvcc directly"
     timeout 140 "$nvcc" $flags tests/cuda/test_cuda_backend.cu -o "$test_bin" -lcublas &
     pid_test=$!
+    if [ -n "$eigen" ]; then
+      timeout 140 "$nvcc" $flags -I"$eigen" tests/cuda/test_cuda_optimizer.cu tests/cuda/optimizer_reference.cpp \
+        -o "$optimizer_bin" -lcublas &
+      pid_optimizer=$!
+    else
+      echo "test_cuda_optimizer not built: no Eigen headers (stage them with --stage-deps)"; pid_optimizer=""
+    fi
     timeout 140 "$nvcc" $flags bench/gpu/bench_cuda.cu -o "$bench_bin" -L"$deps/lib" -Xlinker -rpath="$deps/lib" \
       -lbenchmark -lpthread -lcublas &
     pid_bench=$!
     wait $pid_test && status_build=nvcc
+    [ -n "$pid_optimizer" ] && { wait $pid_optimizer || { echo "test_cuda_optimizer did not build"; status_build=fail; }; }
     wait $pid_bench || { echo "bench_cuda did not build (Google Benchmark missing?)"; rm -f "$bench_bin"; }
   } >> "$logs/build.log" 2>&1
 fi
@@ -102,7 +114,11 @@ if [ -x "$test_bin" ]; then
   if [ $cmake_ok = 1 ]; then
     (cd "$build" && timeout 60 ctest -L gpu --output-on-failure --timeout 55) > "$logs/test.log" 2>&1
   else
-    timeout 60 "$test_bin" > "$logs/test.log" 2>&1
+    (
+      timeout 40 "$test_bin"; rc=$?
+      if [ -x "$optimizer_bin" ]; then timeout 20 "$optimizer_bin"; rc2=$?; [ $rc = 0 ] && rc=$rc2; fi
+      exit $rc
+    ) > "$logs/test.log" 2>&1
   fi
   status_test=$(status_of $?)
   # ctest exits 0 when its tests were skipped (exit 77): say so rather than "pass".

@@ -25,7 +25,7 @@ using compact::index_t;
 /// b is an ordinary parameter (its exact gradient goes to a torch optimizer).
 class CompactLinearImpl : public torch::nn::Module {
  public:
-  using Optimizer = compact::CompressedAdamW<compact::Gaussian, float>;
+  using Optimizer = compact::CompressedAdamW<compact::Cpu, compact::Gaussian, float>;
 
   /// `weight` is the initial out x in weight (copied), `rank` the sketch rank r (1 <= r <= in), `stream` names
   /// this layer's projection in `schedule`.

@@ -108,10 +108,11 @@ std::unique_ptr<CompressedOptimizer> make_for(OptimizerKind kind, index_t m, ind
                                               compact::Schedule schedule, std::uint64_t stream,
                                               const compact::AdamWOptions& adamw, const compact::SgdOptions& sgd) {
   if (kind == OptimizerKind::kAdamW) {
-    return std::make_unique<CompressedOptimizerImpl<compact::CompressedAdamW<D, float>>>(m, n, r, schedule, stream,
-                                                                                         adamw);
+    return std::make_unique<CompressedOptimizerImpl<compact::CompressedAdamW<compact::Cpu, D, float>>>(
+        m, n, r, schedule, stream, adamw);
   }
-  return std::make_unique<CompressedOptimizerImpl<compact::CompressedSgd<D, float>>>(m, n, r, schedule, stream, sgd);
+  return std::make_unique<CompressedOptimizerImpl<compact::CompressedSgd<compact::Cpu, D, float>>>(m, n, r, schedule,
+                                                                                                   stream, sgd);
 }
 
 }  // namespace detail

@@ -28,6 +28,9 @@
 #include "compact/core/srht_workspace.hpp"
 #include "compact/core/projector_fwd.hpp"
 #include "compact/core/projector_core.hpp"
+#include "compact/core/optimizer_fwd.hpp"
+#include "compact/core/optimizer_record.hpp"
+#include "compact/core/optimizer_math.hpp"
 #include "compact/core/memory.hpp"
 
 // CPU backend (Eigen), in every translation unit.
@@ -67,5 +70,6 @@
 #include "compact/cuda/srht_kernels.cuh"
 #include "compact/cuda/srht_projector.cuh"
 #include "compact/cuda/compressed_grad.cuh"
+#include "compact/cuda/optimizer.cuh"
 #include "compact/cuda/thrust.cuh"
 #endif

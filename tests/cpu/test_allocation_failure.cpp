@@ -162,11 +162,11 @@ TEST_CASE_TEMPLATE("an optimizer step at a window change reports a failed alloca
   const compact::Schedule schedule(3, 1);  // every step changes the window
   const RowMatrix<float> w0 = random_matrix<float>(m, n, 3), dy = random_matrix<float>(8, m, 4);
   const RowMatrix<float> x = random_matrix<float>(8, n, 5);
-  compact::CompressedAdamW<Dist, float> opt(m, n, r, schedule, 0, o);
+  compact::CompressedAdamW<compact::Cpu, Dist, float> opt(m, n, r, schedule, 0, o);
   RowMatrix<float> w = w0;
   std::vector<std::uint8_t> before;
   const auto reset = [&] {
-    opt = compact::CompressedAdamW<Dist, float>(m, n, r, schedule, 0, o);
+    opt = compact::CompressedAdamW<compact::Cpu, Dist, float>(m, n, r, schedule, 0, o);
     const RowMatrix<float> z = opt.projector().sketch(x);
     opt.accumulate_grad(compact::detail::as_view<float>(dy), compact::detail::as_view<float>(z));
     before = opt.save_state();
@@ -184,7 +184,7 @@ TEST_CASE_TEMPLATE("an optimizer step at a window change reports a failed alloca
   // save_state and load_state: a failure leaves the optimizer as it was.
   std::vector<std::uint8_t> record;
   fail_each_allocation([] {}, [&] { record = opt.save_state(); }, [] { return true; }, [] { return true; });
-  compact::CompressedAdamW<Dist, float> fresh(m, n, r, schedule, 0, o);
+  compact::CompressedAdamW<compact::Cpu, Dist, float> fresh(m, n, r, schedule, 0, o);
   const std::vector<std::uint8_t> fresh_record = fresh.save_state();
   fail_each_allocation([] {}, [&] { fresh.load_state(record); }, [&] { return fresh.save_state() == fresh_record; },
                        [&] { return fresh.save_state() == record; });

@@ -80,7 +80,7 @@ template <class Dist, class Scalar>
 double run_against_reference(compact::AdamWOptions o, int steps, int micro, std::uint64_t period, double* moment_err) {
   const index_t m = 24, n = 40, r = 16, batch = 12;
   const compact::Schedule schedule(7, period);
-  compact::CompressedAdamW<Dist, Scalar> opt(m, n, r, schedule, 3, o);
+  compact::CompressedAdamW<compact::Cpu, Dist, Scalar> opt(m, n, r, schedule, 3, o);
   ReferenceAdamW<Dist, Scalar> ref{m, n, r, schedule, 3, o};
   RowMatrix<Scalar> w = random_matrix<Scalar>(m, n, 1), w_ref = w;
   *moment_err = 0;
@@ -150,7 +150,7 @@ TEST_CASE("window policies act only when the window changes and leave V untransf
     compact::AdamWOptions o;
     o.window_policy = policy;
     o.reset_second_moment = reset_second;
-    compact::CompressedAdamW<compact::Gaussian, double> opt(m, n, r, schedule, 0, o);
+    compact::CompressedAdamW<compact::Cpu, compact::Gaussian, double> opt(m, n, r, schedule, 0, o);
     RowMatrix<double> w = RowMatrix<double>::Zero(m, n);
     for (int s = 0; s < steps; ++s) {
       const RowMatrix<double> z = opt.projector().sketch(x);
@@ -182,7 +182,7 @@ TEST_CASE_TEMPLATE("micro-batches accumulate into one window and the schedule co
   // Only the summation order differs: double rounding ~ B * 1e-16, checked at 1e-12.
   const index_t m = 16, n = 32, r = 8;
   const compact::Schedule schedule(5, 2);
-  compact::CompressedAdamW<Dist, double> split(m, n, r, schedule, 1), whole(m, n, r, schedule, 1);
+  compact::CompressedAdamW<compact::Cpu, Dist, double> split(m, n, r, schedule, 1), whole(m, n, r, schedule, 1);
   RowMatrix<double> w_split = random_matrix<double>(m, n, 9), w_whole = w_split;
   for (int s = 0; s < 4; ++s) {
     const RowMatrix<double> x = random_matrix<double>(10, n, 20 + s), dy = random_matrix<double>(10, m, 40 + s);
@@ -216,7 +216,8 @@ TEST_CASE_TEMPLATE("checkpoint and resume reproduce the uninterrupted run bit fo
   o.lr = 3e-3;
   o.weight_decay = 0.01;
   o.window_policy = WindowPolicy::kTransferFirst;
-  const auto train = [&](compact::CompressedAdamW<Dist, float>& opt, RowMatrix<float>& w, int from, int to) {
+  const auto train = [&](compact::CompressedAdamW<compact::Cpu, Dist, float>& opt, RowMatrix<float>& w, int from,
+                         int to) {
     for (int s = from; s < to; ++s) {
       const RowMatrix<float> x = random_matrix<float>(8, n, 300 + s), dy = random_matrix<float>(8, m, 400 + s);
       const RowMatrix<float> z = opt.projector().sketch(x);
@@ -225,18 +226,18 @@ TEST_CASE_TEMPLATE("checkpoint and resume reproduce the uninterrupted run bit fo
     }
   };
   const RowMatrix<float> w0 = random_matrix<float>(m, n, 77);
-  compact::CompressedAdamW<Dist, float> straight(m, n, r, schedule, 4, o);
+  compact::CompressedAdamW<compact::Cpu, Dist, float> straight(m, n, r, schedule, 4, o);
   RowMatrix<float> w_straight = w0;
   train(straight, w_straight, 0, 9);
 
   std::vector<std::uint8_t> checkpoint;
   RowMatrix<float> w_saved = w0;
   {
-    compact::CompressedAdamW<Dist, float> first(m, n, r, schedule, 4, o);
+    compact::CompressedAdamW<compact::Cpu, Dist, float> first(m, n, r, schedule, 4, o);
     train(first, w_saved, 0, 5);  // stops mid-window (window 2 covers steps 4, 5)
     checkpoint = first.save_state();
   }
-  compact::CompressedAdamW<Dist, float> resumed(m, n, r, schedule, 4, o);
+  compact::CompressedAdamW<compact::Cpu, Dist, float> resumed(m, n, r, schedule, 4, o);
   resumed.load_state(checkpoint);
   CHECK(resumed.step_count() == 5);
   train(resumed, w_saved, 5, 9);
@@ -258,7 +259,7 @@ TEST_CASE("CompressedSgd with momentum matches SGD on the explicit decompressed 
   o.alpha = 0.7;
   for (WindowPolicy policy : {WindowPolicy::kKeep, WindowPolicy::kReset, WindowPolicy::kTransferFirst}) {
     o.window_policy = policy;
-    compact::CompressedSgd<compact::Rademacher, double> opt(m, n, r, schedule, 2, o);
+    compact::CompressedSgd<compact::Cpu, compact::Rademacher, double> opt(m, n, r, schedule, 2, o);
     RowMatrix<double> w = random_matrix<double>(m, n, 5), w_ref = w, b_ref = RowMatrix<double>::Zero(m, r);
     bool fresh = true;
     for (int s = 0; s < 5; ++s) {
@@ -297,7 +298,8 @@ TEST_CASE("CompressedSgd resumes from a checkpoint bit for bit") {
   const compact::Schedule schedule(9, 3);
   compact::SgdOptions o;
   o.window_policy = WindowPolicy::kTransferFirst;
-  const auto train = [&](compact::CompressedSgd<compact::Gaussian, float>& opt, RowMatrix<float>& w, int from, int to) {
+  const auto train = [&](compact::CompressedSgd<compact::Cpu, compact::Gaussian, float>& opt, RowMatrix<float>& w,
+                         int from, int to) {
     for (int s = from; s < to; ++s) {
       const RowMatrix<float> x = random_matrix<float>(4, n, 30 + s), dy = random_matrix<float>(4, m, 40 + s);
       const RowMatrix<float> z = opt.projector().sketch(x);
@@ -305,18 +307,18 @@ TEST_CASE("CompressedSgd resumes from a checkpoint bit for bit") {
       opt.step(w);
     }
   };
-  compact::CompressedSgd<compact::Gaussian, float> a(m, n, r, schedule, 0, o), b(m, n, r, schedule, 0, o);
+  compact::CompressedSgd<compact::Cpu, compact::Gaussian, float> a(m, n, r, schedule, 0, o), b(m, n, r, schedule, 0, o);
   RowMatrix<float> wa = random_matrix<float>(m, n, 1), wb = wa;
   train(a, wa, 0, 7);
   train(b, wb, 0, 4);
-  compact::CompressedSgd<compact::Gaussian, float> c(m, n, r, schedule, 0, o);
+  compact::CompressedSgd<compact::Cpu, compact::Gaussian, float> c(m, n, r, schedule, 0, o);
   c.load_state(b.save_state());
   train(c, wb, 4, 7);
   CHECK(std::memcmp(wa.data(), wb.data(), sizeof(float) * std::size_t(m * n)) == 0);
 }
 
 TEST_CASE("bad optimizer arguments are refused with messages naming them, before any state changes") {
-  using Opt = compact::CompressedAdamW<compact::Gaussian, float>;
+  using Opt = compact::CompressedAdamW<compact::Cpu, compact::Gaussian, float>;
   const compact::Schedule schedule(1, 10);
   CHECK(error_of([&] { Opt(0, 8, 4, schedule, 0); }).find("argument m") != std::string::npos);
   CHECK(error_of([&] { Opt(4, 0, 4, schedule, 0); }).find("argument n") != std::string::npos);
@@ -340,7 +342,7 @@ TEST_CASE("bad optimizer arguments are refused with messages naming them, before
   compact::SgdOptions bad_sgd;
   bad_sgd.momentum = 1.0;
   CHECK(error_of([&] {
-          compact::CompressedSgd<compact::Gaussian, float>(4, 8, 4, schedule, 0, bad_sgd);
+          compact::CompressedSgd<compact::Cpu, compact::Gaussian, float>(4, 8, 4, schedule, 0, bad_sgd);
         }).find("options.momentum") != std::string::npos);
 
   Opt opt(4, 8, 4, schedule, 0);
@@ -375,10 +377,10 @@ TEST_CASE("bad optimizer arguments are refused with messages naming them, before
           Opt(4, 8, 4, compact::Schedule(2, 10), 0).load_state(record);
         }).find("record schedule seed = 1") != std::string::npos);
   CHECK(error_of([&] {
-          compact::CompressedSgd<compact::Gaussian, float>(4, 8, 4, schedule, 0).load_state(record);
+          compact::CompressedSgd<compact::Cpu, compact::Gaussian, float>(4, 8, 4, schedule, 0).load_state(record);
         }).find("optimizer kind") != std::string::npos);
   CHECK(error_of([&] {
-          compact::CompressedAdamW<compact::Gaussian, double>(4, 8, 4, schedule, 0).load_state(record);
+          compact::CompressedAdamW<compact::Cpu, compact::Gaussian, double>(4, 8, 4, schedule, 0).load_state(record);
         }).find("scalar bytes") != std::string::npos);
   record.pop_back();
   CHECK(error_of([&] { opt.load_state(record); }).find("argument size") != std::string::npos);

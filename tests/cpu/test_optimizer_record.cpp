@@ -64,8 +64,8 @@ Opt trained(int steps) {
   return opt;
 }
 
-using AdamW = compact::CompressedAdamW<compact::Gaussian, float>;
-using Sgd = compact::CompressedSgd<compact::Gaussian, float>;
+using AdamW = compact::CompressedAdamW<compact::Cpu, compact::Gaussian, float>;
+using Sgd = compact::CompressedSgd<compact::Cpu, compact::Gaussian, float>;
 
 /// load_state(bad) must throw a message containing `part` and leave `opt` exactly as it was (same record, same
 /// gradient buffer, same projector state).
@@ -101,15 +101,17 @@ TEST_CASE("a version 2 record lays out magic, version, kind, distribution, scala
   CHECK(get(r, kUpdates0, 8) == 4);
   CHECK(get(r, kUpdates1, 8) == 4);
   CHECK(get(r, kReserved64, 8) == 0);
-  CHECK(get(compact::CompressedSgd<compact::Srht, double>(2, 8, 4, kSchedule, 0).save_state(), kDist, 4) == 3);
-  CHECK(get(compact::CompressedSgd<compact::Rademacher, double>(2, 8, 4, kSchedule, 0).save_state(), kDist, 4) == 2);
+  CHECK(get(compact::CompressedSgd<compact::Cpu, compact::Srht, double>(2, 8, 4, kSchedule, 0).save_state(), kDist,
+            4) == 3);
+  CHECK(get(compact::CompressedSgd<compact::Cpu, compact::Rademacher, double>(2, 8, 4, kSchedule, 0).save_state(),
+            kDist, 4) == 2);
 }
 
 TEST_CASE("a record of another distribution is refused, naming both distributions") {
   const Record gaussian = trained<AdamW>(2).save_state();
-  compact::CompressedAdamW<compact::Srht, float> srht(kRows, kCols, kRank, kSchedule, 2);
+  compact::CompressedAdamW<compact::Cpu, compact::Srht, float> srht(kRows, kCols, kRank, kSchedule, 2);
   check_refused(srht, gaussian, "record distribution = 1 (Gaussian), this optimizer has 3 (Srht)");
-  compact::CompressedAdamW<compact::Rademacher, float> rademacher(kRows, kCols, kRank, kSchedule, 2);
+  compact::CompressedAdamW<compact::Cpu, compact::Rademacher, float> rademacher(kRows, kCols, kRank, kSchedule, 2);
   check_refused(rademacher, gaussian, "record distribution = 1 (Gaussian), this optimizer has 2 (Rademacher)");
   AdamW same(kRows, kCols, kRank, kSchedule, 2);
   check_refused(same, with_u32(gaussian, kDist, 9), "record distribution = 9 (unknown)");
@@ -186,7 +188,9 @@ TEST_CASE("a loaded step count of 2^64 - 2 can take no further step, and the ref
 
 TEST_CASE("non-finite hyperparameters and update factors that overflow the scalar are refused") {
   const auto adamw_error = [](compact::AdamWOptions o, bool dbl = false) {
-    return dbl ? error_of([&] { compact::CompressedAdamW<compact::Gaussian, double>(2, 8, 4, kSchedule, 0, o); })
+    return dbl ? error_of([&] {
+      compact::CompressedAdamW<compact::Cpu, compact::Gaussian, double>(2, 8, 4, kSchedule, 0, o);
+    })
                : error_of([&] { AdamW(2, 8, 4, kSchedule, 0, o); });
   };
   const double inf = std::numeric_limits<double>::infinity(), nan = std::nan("");

@@ -45,7 +45,7 @@ Results work(const compact::Projector<compact::Cpu, Dist, float>& shared, int t)
   // This thread's own optimizer, stream t, resampling every 2 steps (new projectors built concurrently).
   compact::AdamWOptions o;
   o.window_policy = compact::WindowPolicy::kTransferFirst;
-  compact::CompressedAdamW<Dist, float> opt(kM, kN, kR, compact::Schedule(9, 2), std::uint64_t(t), o);
+  compact::CompressedAdamW<compact::Cpu, Dist, float> opt(kM, kN, kR, compact::Schedule(9, 2), std::uint64_t(t), o);
   res.w = random_matrix<float>(kM, kN, seed + 5);
   for (int s = 0; s < kSteps; ++s) {
     const RowMatrix<float> xs = random_matrix<float>(kBatch, kN, seed + 10 + std::uint32_t(s));

@@ -14,7 +14,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstdio>
 #include <limits>
 #include <string>
 #include <type_traits>
@@ -22,6 +21,7 @@
 
 #include <compact/compact.hpp>
 
+#include "gpu_support.cuh"
 #include "projector_api.hpp"
 
 namespace {
@@ -32,31 +32,8 @@ using compact::SketchState;
 template <class T>
 using Traits = compact::detail::CudaScalar<T>;
 
-/// One stream and one cuBLAS handle for the whole test run. The stream is a blocking one, so it is ordered after
-/// the work Thrust's device_vector constructors put on the legacy default stream. The handle forbids
-/// reduced-precision reductions (split-K partial sums kept in a 16-bit output type), so every GEMM accumulates in
-/// fp32 whatever algorithm cuBLAS picks, which is what the error bounds below assume.
-struct GpuContext {
-  compact::Cuda backend;
-  GpuContext() {
-    compact::detail::check_cuda(cudaStreamCreate(&backend.stream), "stream");
-    compact::detail::check_cublas(cublasCreate(&backend.cublas), "cublasCreate");
-    compact::detail::check_cublas(
-        cublasSetMathMode(backend.cublas, static_cast<cublasMath_t>(CUBLAS_DEFAULT_MATH |
-                                                                    CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)),
-        "cublasSetMathMode");
-  }
-  ~GpuContext() {
-    cublasDestroy(backend.cublas);
-    cudaStreamDestroy(backend.stream);
-  }
-  void sync() const { compact::detail::check_cuda(cudaStreamSynchronize(backend.stream), "cudaStreamSynchronize"); }
-};
-
-const GpuContext& gpu() {
-  static const GpuContext context;
-  return context;
-}
+using compact_test::gpu;
+using compact_test::random_scalars;
 
 /// Raw bits of a scalar (fp32 bits, or the 16-bit pattern).
 std::uint32_t bits(float v) { return compact::fp32::bits_of(v); }
@@ -69,17 +46,6 @@ double unit_roundoff() {
   if constexpr (std::is_same_v<T, float>) return 0x1p-24;
   if constexpr (std::is_same_v<T, __half>) return 0x1p-11;
   return 0x1p-8;
-}
-
-/// Uniform values in [-1, 1), rounded to T (fixed seed).
-template <class T>
-std::vector<T> random_scalars(std::size_t count, std::uint64_t seed) {
-  std::vector<T> v(count);
-  for (auto& x : v) {
-    seed = compact::splitmix64(seed);
-    x = Traits<T>::from_float(static_cast<float>(static_cast<double>(seed >> 11) * 0x1p-52 - 1.0));
-  }
-  return v;
 }
 
 template <class T>
@@ -1009,16 +975,4 @@ TEST_SUITE("sanitize") {
   }
 }
 
-int main(int argc, char** argv) {
-  doctest::Context context(argc, argv);
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-    cudaGetLastError();  // the failed query leaves an error behind; nothing else will run on the device
-    context.setOption("test-suite", "host");
-    const int failed = context.run();
-    if (failed != 0 || context.shouldExit()) return failed != 0 ? failed : 0;
-    std::printf("test_cuda_backend: no CUDA device: ran the device-free suite \"host\" only, skipping (exit 77)\n");
-    return 77;
-  }
-  return context.run();
-}
+int main(int argc, char** argv) { return compact_test::run_gpu_tests(argc, argv, "test_cuda_backend"); }

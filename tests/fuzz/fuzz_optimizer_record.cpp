@@ -54,9 +54,9 @@ void run(const std::uint8_t* record, std::size_t size) {
 template <class Dist, class Scalar>
 void run_kind(bool adamw, const std::uint8_t* record, std::size_t size) {
   if (adamw) {
-    run<compact::CompressedAdamW<Dist, Scalar>, Scalar>(record, size);
+    run<compact::CompressedAdamW<compact::Cpu, Dist, Scalar>, Scalar>(record, size);
   } else {
-    run<compact::CompressedSgd<Dist, Scalar>, Scalar>(record, size);
+    run<compact::CompressedSgd<compact::Cpu, Dist, Scalar>, Scalar>(record, size);
   }
 }
 

@@ -67,9 +67,10 @@ template <class Dist, class Scalar>
 void optimizer_seeds(const std::filesystem::path& dir, int config, const std::string& name) {
   const bool sgd = (config & 1) != 0;
   for (int steps : {0, 3}) {
-    const Bytes record =
-        sgd ? trained_record<compact::CompressedSgd<Dist, Scalar>, Scalar>(steps, compact::WindowPolicy::kTransferFirst)
-            : trained_record<compact::CompressedAdamW<Dist, Scalar>, Scalar>(steps, compact::WindowPolicy::kReset);
+    const Bytes record = sgd ? trained_record<compact::CompressedSgd<compact::Cpu, Dist, Scalar>, Scalar>(
+                                   steps, compact::WindowPolicy::kTransferFirst)
+                             : trained_record<compact::CompressedAdamW<compact::Cpu, Dist, Scalar>, Scalar>(
+                                   steps, compact::WindowPolicy::kReset);
     Bytes input{std::uint8_t(config)};
     input.insert(input.end(), record.begin(), record.end());
     write(dir, name + "_steps" + std::to_string(steps), input);

@@ -13,6 +13,9 @@
 #include <vector>
 
 #include "compact/config.hpp"
+#include "compact/core/optimizer_fwd.hpp"
+#include "compact/core/optimizer_math.hpp"
+#include "compact/core/optimizer_record.hpp"
 #include "compact/core/projector_fwd.hpp"
 #include "compact/core/state.hpp"
 #include "compact/core/tags.hpp"
@@ -24,114 +27,7 @@
 
 namespace compact {
 
-/// What happens to the moments when the schedule moves to a new window (P_old -> P_new) after a step.
-enum class WindowPolicy {
-  kKeep,           ///< keep M and V as they are (the paper's default, as in GaLore)
-  kReset,          ///< zero M and V and restart their bias corrections
-  kTransferFirst,  ///< M <- M P_oldᵀ P_new (computed in row panels, no m x n temporary); V kept or reset
-};
-
-/// Hyperparameters of CompressedAdamW. The update of a step is
-///   M <- b1 M + (1 - b1) Ĝ,   V <- b2 V + (1 - b2) Ĝ²,   N = (M / (1 - b1^a)) / (sqrt(V / (1 - b2^b)) + eps),
-///   W <- W - lr (alpha N Pᵀ + weight_decay W),
-/// with a, b the number of updates since M, V were last zeroed. `alpha` scales the decompressed update (the paper
-/// uses 0.25 for pretraining). With kTransferFirst, `reset_second_moment` chooses between keeping V (false) and
-/// zeroing it (true); V is never transferred (M P_oldᵀ P_new of a non-negative V can go negative).
-struct AdamWOptions {
-  double lr = 1e-3;
-  double beta1 = 0.9;
-  double beta2 = 0.999;
-  double eps = 1e-8;
-  double weight_decay = 0.0;
-  double alpha = 0.25;
-  WindowPolicy window_policy = WindowPolicy::kKeep;
-  bool reset_second_moment = false;
-};
-
-/// Hyperparameters of CompressedSgd: B <- momentum B + Ĝ (B = Ĝ on the first update after a reset),
-/// W <- W - lr (alpha B Pᵀ + weight_decay W). With momentum = 0 this is plain SGD on the compressed gradient.
-struct SgdOptions {
-  double lr = 1e-2;
-  double momentum = 0.9;
-  double weight_decay = 0.0;
-  double alpha = 1.0;
-  WindowPolicy window_policy = WindowPolicy::kKeep;
-};
-
 namespace detail {
-
-inline constexpr std::uint8_t kOptimizerMagic[4] = {'C', 'P', 'O', 'S'};
-/// Version 2 added the distribution (and the reserved words); version 1 records are refused (see load_record).
-inline constexpr std::uint32_t kOptimizerFormatVersion = 2;
-inline constexpr std::uint32_t kOptimizerKindAdamW = 1;
-inline constexpr std::uint32_t kOptimizerKindSgd = 2;
-/// Header: magic, u32 version, kind, distribution, scalar bytes, moments, two reserved u32 (zero), then u64 m, n, r,
-/// seed, period, stream, step, two update counters and one reserved u64 (zero): 112 bytes, the u64s 8-aligned.
-inline constexpr std::size_t kOptimizerHeaderBytes = 4 + 7 * 4 + 10 * 8;
-inline constexpr std::size_t kOptimizerU64Offset = 4 + 7 * 4;
-
-/// The distribution code a record carries: 1 Gaussian, 2 Rademacher, 3 Srht.
-template <class Dist>
-constexpr std::uint32_t distribution_code() {
-  static_assert(is_distribution<Dist>, "compact::detail::distribution_code: Dist must be Gaussian, Rademacher or Srht");
-  return std::is_same_v<Dist, Gaussian> ? 1u : std::is_same_v<Dist, Rademacher> ? 2u : 3u;
-}
-inline const char* distribution_name(std::uint32_t code) {
-  return code == 1 ? "Gaussian" : code == 2 ? "Rademacher" : code == 3 ? "Srht" : "unknown";
-}
-
-/// Appends v (float or double) as its little-endian bit pattern.
-template <class Scalar>
-void put_scalar(std::vector<std::uint8_t>* out, Scalar v) {
-  std::uint8_t bytes[sizeof(Scalar)];
-  if constexpr (sizeof(Scalar) == 4) {
-    std::uint32_t bits;
-    std::memcpy(&bits, &v, 4);
-    put_u32(bytes, bits);
-  } else {
-    std::uint64_t bits;
-    std::memcpy(&bits, &v, 8);
-    put_u64(bytes, bits);
-  }
-  out->insert(out->end(), bytes, bytes + sizeof(Scalar));
-}
-
-template <class Scalar>
-Scalar get_scalar(const std::uint8_t* p) {
-  Scalar v;
-  if constexpr (sizeof(Scalar) == 4) {
-    const std::uint32_t bits = get_u32(p);
-    std::memcpy(&v, &bits, 4);
-  } else {
-    const std::uint64_t bits = get_u64(p);
-    std::memcpy(&v, &bits, 8);
-  }
-  return v;
-}
-
-/// Checks the hyperparameters every compressed optimizer shares: lr and weight_decay finite and >= 0, alpha finite,
-/// and the two factors the update is applied with, -lr·alpha and 1 - lr·weight_decay, finite in Scalar (a double
-/// converted to a float out of its range is undefined behaviour).
-template <class Scalar>
-void check_update_scales(const char* fn, double lr, double alpha, double weight_decay) {
-  COMPACT_REQUIRE(std::isfinite(lr) && lr >= 0, fn << ": options.lr = " << lr << " must be finite and >= 0");
-  COMPACT_REQUIRE(std::isfinite(weight_decay) && weight_decay >= 0,
-                  fn << ": options.weight_decay = " << weight_decay << " must be finite and >= 0");
-  COMPACT_REQUIRE(std::isfinite(alpha), fn << ": options.alpha = " << alpha << " must be finite");
-  constexpr double kMax = static_cast<double>(std::numeric_limits<Scalar>::max());
-  COMPACT_REQUIRE(std::abs(lr * alpha) <= kMax, fn << ": options.lr * options.alpha = " << lr << " * " << alpha << " = "
-                                                   << lr * alpha << " is not finite in the optimizer's "
-                                                   << sizeof(Scalar) * 8 << "-bit scalar");
-  COMPACT_REQUIRE(std::abs(1.0 - lr * weight_decay) <= kMax,
-                  fn << ": 1 - options.lr * options.weight_decay = 1 - " << lr << " * " << weight_decay
-                     << " is not finite in the optimizer's " << sizeof(Scalar) * 8 << "-bit scalar");
-}
-
-/// What a record says about one moment: its name in messages and whether its entries must be >= 0.
-struct MomentInfo {
-  const char* name;
-  bool nonnegative;
-};
 
 /// What every compressed optimizer shares: shapes, the schedule and stream that define P at each optimizer step,
 /// the m x r compressed-gradient buffer, the window-change bookkeeping and the checkpoint record.
@@ -139,26 +35,14 @@ struct MomentInfo {
 /// Class invariant: 1 <= r <= n, m >= 1, m·r·sizeof(Scalar) fits in size_t; grad_ and every moment are m x r;
 /// `projector_` is P of step `step_`; updates_[k] <= step_ < 2^64 - 1; a moment whose counter is 0 is zero.
 template <class Dist, class Scalar>
-class CompressedOptimizerBase {
+class CompressedOptimizerBase : public OptimizerCore<Dist, Scalar> {
   static_assert(std::is_same_v<Scalar, float> || std::is_same_v<Scalar, double>,
                 "compact compressed optimizers (Cpu): Scalar must be float or double");
+  using Core = OptimizerCore<Dist, Scalar>;
 
  public:
   using ProjectorType = Projector<Cpu, Dist, Scalar>;
 
-  /// Rows m of W (output features).
-  index_t rows() const { return m_; }
-  /// Columns n of W (input features), the projector's input dimension.
-  index_t in_dim() const { return n_; }
-  /// Rank r of the compressed space.
-  index_t rank() const { return r_; }
-  /// Optimizer steps taken so far (micro-batches do not count).
-  std::uint64_t step_count() const { return step_; }
-  /// The schedule and stream that define P.
-  const Schedule& schedule() const { return schedule_; }
-  std::uint64_t stream() const { return stream_; }
-  /// The sketch state of the coming step: every micro-batch until the next step() must sketch with it.
-  SketchState state() const { return schedule_.at(stream_, step_); }
   /// P of the coming step (n x r): use it for sketch() in the forward passes of this step's micro-batches.
   const ProjectorType& projector() const { return *projector_; }
 
@@ -177,19 +61,8 @@ class CompressedOptimizerBase {
  protected:
   CompressedOptimizerBase(const char* fn, index_t m, index_t n, index_t r, Schedule schedule, std::uint64_t stream,
                           std::uint32_t kind, int moments, MomentInfo first, MomentInfo second)
-      : m_(m), n_(n), r_(r), schedule_(schedule), stream_(stream), kind_(kind), moments_(moments) {
-    COMPACT_REQUIRE(m >= 1, fn << ": argument m (rows of W) = " << m << " must be >= 1");
-    COMPACT_REQUIRE(n >= 1, fn << ": argument n (columns of W) = " << n << " must be >= 1");
-    COMPACT_REQUIRE(r >= 1 && r <= n, fn << ": argument r = " << r << " must satisfy 1 <= r <= n = " << n);
-    // The record holds every moment: its size must be representable too.
-    const index_t entries = checked_mul(fn, "m * r", m, r);
-    const std::size_t moment_bytes = checked_bytes<Scalar>(fn, "one m x r moment", entries);
-    COMPACT_REQUIRE(moment_bytes <= (~std::size_t{0} - kOptimizerHeaderBytes) / std::size_t(moments),
-                    fn << ": the checkpoint record of " << moments << " moments of m * r = " << entries
-                       << " entries exceeds the address space");
-    info_[0] = first;
-    info_[1] = second;
-    projector_.emplace(n_, r_, state());
+      : Core(fn, m, n, r, schedule, stream, kind, moments, first, second) {
+    projector_.emplace(n_, r_, this->state());
     grad_ = make_zero_matrix<Scalar>(fn, "the m x r gradient buffer", m_, r_);
     moment_[0] = make_zero_matrix<Scalar>(fn, first.name, m_, r_);
     moment_[1] = make_zero_matrix<Scalar>(fn, second.name, moments_ > 1 ? m_ : 0, moments_ > 1 ? r_ : 0);
@@ -199,7 +72,7 @@ class CompressedOptimizerBase {
   void check_weight(const char* fn, const MatrixView<Scalar>& w) const {
     check_view(fn, "w", w, m_, "m", n_, "n");
     check_no_overlap(fn, "grad", grad(), "w", w);
-    COMPACT_REQUIRE(step_ < ~std::uint64_t{0} - 1, fn << ": the step count " << step_ << " cannot grow further");
+    this->check_step_count(fn);
   }
 
   /// Rows of M per transfer panel.
@@ -237,8 +110,9 @@ class CompressedOptimizerBase {
   /// W <- (1 - lr·weight_decay) W - lr·alpha·N Pᵀ, accumulated by unsketch_grad straight into W.
   void apply_update(const RowMatrix<Scalar>& update, MatrixView<Scalar> w, double lr, double alpha, double weight_decay,
                     const StepScratch& scratch) const {
-    projector_->unsketch_grad(MatrixView<const Scalar>(update.data(), m_, r_, r_), w, static_cast<Scalar>(-lr * alpha),
-                              static_cast<Scalar>(1.0 - lr * weight_decay), scratch.projector.view());
+    projector_->unsketch_grad(
+        MatrixView<const Scalar>(update.data(), m_, r_, r_), w, static_cast<detail::compute_t<Scalar>>(-lr * alpha),
+        static_cast<detail::compute_t<Scalar>>(1.0 - lr * weight_decay), scratch.projector.view());
   }
 
   /// Ends a step: counts it, zeroes Ĝ and, when the window changes, applies `policy` to the moments.
@@ -282,139 +156,41 @@ class CompressedOptimizerBase {
 
   /// The checkpoint record (format version 2, see docs/design.md): the header, then the moments' bits.
   std::vector<std::uint8_t> save_record(const char* fn) const {
-    const std::size_t payload = std::size_t(moments_) * std::size_t(m_ * r_) * sizeof(Scalar);
-    std::vector<std::uint8_t> out = allocating(fn, "the checkpoint record", kOptimizerHeaderBytes + payload, [&] {
-      std::vector<std::uint8_t> v(kOptimizerHeaderBytes);
-      v.reserve(kOptimizerHeaderBytes + payload);
-      return v;
-    });
-    std::uint8_t* p = out.data();
-    for (int b = 0; b < 4; ++b) p[b] = kOptimizerMagic[b];
-    const std::uint32_t words[7] = {kOptimizerFormatVersion,
-                                    kind_,
-                                    distribution_code<Dist>(),
-                                    static_cast<std::uint32_t>(sizeof(Scalar)),
-                                    static_cast<std::uint32_t>(moments_),
-                                    0,
-                                    0};
-    for (int f = 0; f < 7; ++f) put_u32(p + 4 + 4 * f, words[f]);
-    const std::uint64_t fields[10] = {std::uint64_t(m_),
-                                      std::uint64_t(n_),
-                                      std::uint64_t(r_),
-                                      schedule_.seed(),
-                                      schedule_.period(),
-                                      stream_,
-                                      step_,
-                                      updates_[0],
-                                      updates_[1],
-                                      0};
-    for (int f = 0; f < 10; ++f) put_u64(p + kOptimizerU64Offset + 8 * f, fields[f]);
+    std::vector<std::uint8_t> out = this->new_record(fn);
+    std::uint8_t* p = out.data() + kOptimizerHeaderBytes;
     for (int k = 0; k < moments_; ++k) {
-      for (index_t i = 0; i < m_ * r_; ++i) put_scalar(&out, moment_[k].data()[i]);
+      for (index_t i = 0; i < m_ * r_; ++i, p += sizeof(Scalar)) put_scalar(p, moment_[k].data()[i]);
     }
     return out;
   }
 
   /// Restores a record written by save_record() of an optimizer of the same kind, distribution, scalar, shapes,
-  /// schedule and stream. Validates every header field (reserved words zero, counters <= step < 2^64 - 1, unused
-  /// counters zero) and every moment value (finite; V >= 0; all zero while its counter is 0) before changing any
-  /// state; the projector of the restored step is built before anything is replaced, so an allocation failure
-  /// leaves the optimizer as it was too.
+  /// schedule and stream (or by a CUDA optimizer of the same identity: core/optimizer_record.hpp). Validates every
+  /// header field and moment value first (validate_optimizer_record); the projector of the restored step is built
+  /// before anything is replaced, so an allocation failure leaves the optimizer as it was too.
   void load_record(const char* fn, const std::uint8_t* bytes, std::size_t size) {
-    COMPACT_REQUIRE(bytes != nullptr || size == 0, fn << ": argument bytes is null");
-    COMPACT_REQUIRE(size >= 8, fn << ": argument size = " << size << " is too short for a record");
-    for (int b = 0; b < 4; ++b) {
-      COMPACT_REQUIRE(bytes[b] == kOptimizerMagic[b], fn << ": bad magic byte " << b << " (expected 'CPOS')");
-    }
-    const std::uint32_t version = get_u32(bytes + 4);
-    COMPACT_REQUIRE(version != 1, fn << ": record format version 1 does not name its distribution and is no longer "
-                                        "read (this build reads version "
-                                     << kOptimizerFormatVersion << "); resume from a checkpoint saved by this version");
-    COMPACT_REQUIRE(version == kOptimizerFormatVersion, fn << ": record format version " << version
-                                                           << " is not supported (this build reads version "
-                                                           << kOptimizerFormatVersion << ")");
-    COMPACT_REQUIRE(size >= kOptimizerHeaderBytes, fn << ": argument size = " << size << " is shorter than the header ("
-                                                      << kOptimizerHeaderBytes << " bytes)");
-    const auto u32_at = [&](int f) { return get_u32(bytes + 4 + 4 * f); };
-    const auto expect_u32 = [&](int f, std::uint32_t want, const char* what) {
-      const std::uint32_t got = u32_at(f);
-      COMPACT_REQUIRE(got == want, fn << ": record " << what << " = " << got << ", this optimizer has " << want);
-    };
-    expect_u32(1, kind_, "optimizer kind");
-    const std::uint32_t dist = u32_at(2);
-    COMPACT_REQUIRE(dist == distribution_code<Dist>(), fn << ": record distribution = " << dist << " ("
-                                                          << distribution_name(dist) << "), this optimizer has "
-                                                          << distribution_code<Dist>() << " ("
-                                                          << distribution_name(distribution_code<Dist>()) << ")");
-    expect_u32(3, static_cast<std::uint32_t>(sizeof(Scalar)), "scalar bytes");
-    expect_u32(4, static_cast<std::uint32_t>(moments_), "moment count");
-    expect_u32(5, 0, "reserved word 0");
-    expect_u32(6, 0, "reserved word 1");
-    const auto u64_at = [&](int f) { return get_u64(bytes + kOptimizerU64Offset + 8 * f); };
-    const char* names[6] = {"m", "n", "r", "schedule seed", "schedule period", "stream"};
-    const std::uint64_t want[6] = {std::uint64_t(m_), std::uint64_t(n_),  std::uint64_t(r_),
-                                   schedule_.seed(),  schedule_.period(), stream_};
-    for (int f = 0; f < 6; ++f) {
-      COMPACT_REQUIRE(u64_at(f) == want[f],
-                      fn << ": record " << names[f] << " = " << u64_at(f) << ", this optimizer has " << want[f]);
-    }
-    const std::uint64_t step = u64_at(6);
-    const std::uint64_t updates[2] = {u64_at(7), u64_at(8)};
-    COMPACT_REQUIRE(step < ~std::uint64_t{0}, fn << ": record step = " << step << " is out of range");
-    for (int k = 0; k < 2; ++k) {
-      if (k < moments_) {
-        COMPACT_REQUIRE(updates[k] <= step, fn << ": record update counter of the " << info_[k].name << " = "
-                                               << updates[k] << " exceeds the step count " << step);
-      } else {
-        COMPACT_REQUIRE(updates[k] == 0, fn << ": record update counter " << k << " = " << updates[k]
-                                            << " must be 0 for this optimizer kind (it has " << moments_
-                                            << " moment(s))");
-      }
-    }
-    COMPACT_REQUIRE(u64_at(9) == 0, fn << ": record reserved field = " << u64_at(9) << " must be 0");
-    const std::size_t payload = std::size_t(moments_) * std::size_t(m_ * r_) * sizeof(Scalar);
-    COMPACT_REQUIRE(size == kOptimizerHeaderBytes + payload, fn << ": argument size = " << size << ", expected "
-                                                                << kOptimizerHeaderBytes + payload
-                                                                << " for these shapes");
-    const std::uint8_t* moments_bytes = bytes + kOptimizerHeaderBytes;
-    for (int k = 0; k < moments_; ++k) {
-      const std::uint8_t* p = moments_bytes + std::size_t(k) * std::size_t(m_ * r_) * sizeof(Scalar);
-      for (index_t i = 0; i < m_ * r_; ++i, p += sizeof(Scalar)) {
-        const Scalar v = get_scalar<Scalar>(p);
-        COMPACT_REQUIRE(std::isfinite(v), fn << ": record " << info_[k].name << " entry (" << i / r_ << ", " << i % r_
-                                             << ") = " << v << " is not finite");
-        COMPACT_REQUIRE(!info_[k].nonnegative || v >= Scalar(0), fn << ": record " << info_[k].name << " entry ("
-                                                                    << i / r_ << ", " << i % r_ << ") = " << v
-                                                                    << " is negative");
-        COMPACT_REQUIRE(updates[k] != 0 || v == Scalar(0), fn << ": record " << info_[k].name << " entry (" << i / r_
-                                                              << ", " << i % r_ << ") = " << v
-                                                              << " is not 0 although its update counter is 0");
-      }
-    }
+    const OptimizerIdentity id = this->identity();
+    const OptimizerCounters counters = validate_optimizer_record<Scalar>(fn, bytes, size, id);
     std::optional<ProjectorType> projector;
-    projector.emplace(n_, r_, schedule_.at(stream_, step));
+    projector.emplace(n_, r_, schedule_.at(stream_, counters.step));
     // Nothing below can fail.
-    step_ = step;
-    updates_[0] = updates[0];
-    updates_[1] = updates[1];
+    this->restore_counters(counters);
     for (int k = 0; k < moments_; ++k) {
-      const std::uint8_t* p = moments_bytes + std::size_t(k) * std::size_t(m_ * r_) * sizeof(Scalar);
+      const std::uint8_t* p = optimizer_moment_bytes(id, bytes, k);
       for (index_t i = 0; i < m_ * r_; ++i, p += sizeof(Scalar)) moment_[k].data()[i] = get_scalar<Scalar>(p);
     }
     grad_.setZero();
     projector_.swap(projector);
   }
 
-  index_t m_;
-  index_t n_;
-  index_t r_;
-  Schedule schedule_;
-  std::uint64_t stream_;
-  std::uint32_t kind_;
-  int moments_;
-  MomentInfo info_[2] = {};
-  std::uint64_t step_ = 0;
-  std::uint64_t updates_[2] = {0, 0};  // updates since moment k was last zeroed (bias correction)
+  using Core::m_;
+  using Core::moments_;
+  using Core::n_;
+  using Core::r_;
+  using Core::schedule_;
+  using Core::step_;
+  using Core::stream_;
+  using Core::updates_;
   RowMatrix<Scalar> grad_;
   RowMatrix<Scalar> moment_[2];
   std::optional<ProjectorType> projector_;
@@ -430,8 +206,8 @@ class CompressedOptimizerBase {
 /// accumulate_grad(dy, z) (or compressed_grad with beta = 1 into grad()); then step(w). The schedule counts
 /// optimizer steps: P changes only between steps. Sibling layers sharing one input use one optimizer over their
 /// stacked weights, or several optimizers with the same stream. Works with every Projector<Cpu, Dist, Scalar>.
-template <class Dist, class Scalar = float>
-class CompressedAdamW : public detail::CompressedOptimizerBase<Dist, Scalar> {
+template <class Dist, class Scalar>
+class CompressedAdamW<Cpu, Dist, Scalar> : public detail::CompressedOptimizerBase<Dist, Scalar> {
   using Base = detail::CompressedOptimizerBase<Dist, Scalar>;
 
  public:
@@ -469,19 +245,18 @@ class CompressedAdamW : public detail::CompressedOptimizerBase<Dist, Scalar> {
     this->check_weight(fn, w);
     const AdamWOptions& o = options_;
     typename Base::StepScratch scratch(*this, fn, o.window_policy);
-    const Scalar b1 = static_cast<Scalar>(o.beta1), b2 = static_cast<Scalar>(o.beta2);
-    const Scalar c1 = static_cast<Scalar>(1.0 - o.beta1), c2 = static_cast<Scalar>(1.0 - o.beta2);
-    RowMatrix<Scalar>& M = this->moment_[0];
-    RowMatrix<Scalar>& V = this->moment_[1];
-    M = b1 * M + c1 * this->grad_;
-    V = b2 * V + c2 * this->grad_.cwiseAbs2();
     ++this->updates_[0];
     ++this->updates_[1];
-    const Scalar inv_bc1 = static_cast<Scalar>(1.0 / (1.0 - std::pow(o.beta1, double(this->updates_[0]))));
-    const Scalar inv_bc2 = static_cast<Scalar>(1.0 / (1.0 - std::pow(o.beta2, double(this->updates_[1]))));
-    const Scalar eps = static_cast<Scalar>(o.eps);
+    // The per-element math of core/optimizer_math.hpp, which the CUDA optimizer's fused kernel runs too.
+    const detail::AdamWStepScalars<Scalar> s =
+        detail::adamw_step_scalars<Scalar>(o, this->updates_[0], this->updates_[1]);
+    Scalar* M = this->moment_[0].data();
+    Scalar* V = this->moment_[1].data();
+    const Scalar* G = this->grad_.data();
     RowMatrix<Scalar>& update = scratch.update;
-    update = (M * inv_bc1).array() / ((V * inv_bc2).array().sqrt() + eps);
+    Scalar* N = update.data();
+    const index_t count = this->m_ * this->r_;
+    for (index_t i = 0; i < count; ++i) N[i] = detail::adamw_element(G[i], &M[i], &V[i], s);
     this->apply_update(update, w, o.lr, o.alpha, o.weight_decay, scratch);
     this->finish_step(&scratch, o.window_policy, o.reset_second_moment);
   }
@@ -503,13 +278,7 @@ class CompressedAdamW : public detail::CompressedOptimizerBase<Dist, Scalar> {
   static void check_options(const AdamWOptions& o) {
     constexpr const char* fn = "CompressedAdamW";
     detail::check_update_scales<Scalar>(fn, o.lr, o.alpha, o.weight_decay);
-    COMPACT_REQUIRE(o.beta1 >= 0 && o.beta1 < 1, fn << ": options.beta1 = " << o.beta1 << " must be in [0, 1)");
-    COMPACT_REQUIRE(o.beta2 >= 0 && o.beta2 < 1, fn << ": options.beta2 = " << o.beta2 << " must be in [0, 1)");
-    COMPACT_REQUIRE(std::isfinite(o.eps) && o.eps > 0, fn << ": options.eps = " << o.eps << " must be finite and > 0");
-    // In range before the conversion (out of range it is undefined), and not rounded to 0 (0/0 for a zero V).
-    COMPACT_REQUIRE(o.eps <= double(std::numeric_limits<Scalar>::max()) && static_cast<Scalar>(o.eps) > Scalar(0),
-                    fn << ": options.eps = " << o.eps << " is not a positive finite value in the optimizer's "
-                       << sizeof(Scalar) * 8 << "-bit scalar");
+    detail::check_adamw_moment_options<Scalar>(fn, o);
   }
 
   AdamWOptions options_;
@@ -517,8 +286,8 @@ class CompressedAdamW : public detail::CompressedOptimizerBase<Dist, Scalar> {
 
 /// SGD with momentum in the compressed space: the momentum buffer B is m x r and W is updated through P with
 /// unsketch_grad straight into W. See SgdOptions for the math and CompressedAdamW for the per-step protocol.
-template <class Dist, class Scalar = float>
-class CompressedSgd : public detail::CompressedOptimizerBase<Dist, Scalar> {
+template <class Dist, class Scalar>
+class CompressedSgd<Cpu, Dist, Scalar> : public detail::CompressedOptimizerBase<Dist, Scalar> {
   using Base = detail::CompressedOptimizerBase<Dist, Scalar>;
 
  public:
@@ -550,11 +319,11 @@ class CompressedSgd : public detail::CompressedOptimizerBase<Dist, Scalar> {
     this->check_weight(fn, w);
     typename Base::StepScratch scratch(*this, fn, options_.window_policy);
     RowMatrix<Scalar>& B = this->moment_[0];
-    if (this->updates_[0] == 0) {
-      B = this->grad_;
-    } else {
-      B = static_cast<Scalar>(options_.momentum) * B + this->grad_;
-    }
+    const bool first = this->updates_[0] == 0;
+    const Scalar momentum = static_cast<Scalar>(options_.momentum);
+    Scalar* b = B.data();
+    const Scalar* G = this->grad_.data();
+    for (index_t i = 0; i < this->m_ * this->r_; ++i) detail::sgd_element(G[i], &b[i], momentum, first);
     ++this->updates_[0];
     this->apply_update(B, w, options_.lr, options_.alpha, options_.weight_decay, scratch);
     this->finish_step(&scratch, options_.window_policy, false);
@@ -571,8 +340,7 @@ class CompressedSgd : public detail::CompressedOptimizerBase<Dist, Scalar> {
   static void check_options(const SgdOptions& o) {
     constexpr const char* fn = "CompressedSgd";
     detail::check_update_scales<Scalar>(fn, o.lr, o.alpha, o.weight_decay);
-    COMPACT_REQUIRE(o.momentum >= 0 && o.momentum < 1,
-                    fn << ": options.momentum = " << o.momentum << " must be in [0, 1)");
+    detail::check_sgd_momentum(fn, o);
   }
 
   SgdOptions options_;

@@ -1,0 +1,164 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+/// The per-element moment updates of CompressedAdamW and CompressedSgd, and the fused step kernel bodies that apply
+/// them to a whole m x r buffer: one copy of the math for the CPU optimizers and the CUDA kernel.
+///
+/// Every operation is one IEEE-754 operation rounded to nearest (rn::mul, add, div, sqrt). On the device these are
+/// CUDA's __fmul_rn / __fadd_rn / __fdiv_rn / __fsqrt_rn, which nvcc never contracts into an fma (whatever --fmad
+/// says) and which ignore --use_fast_math, so the kernel computes exactly the host loop's operations. On the host
+/// they are the plain operators: a host build that contracts a*b + c into an fma (g++ with an FMA target such as
+/// -march=haswell or native *and* -ffp-contract=fast, g++'s default in GNU modes) can differ from the device in the
+/// last bit of M, V and the update; a build without FMA in the target (the x86-64 default, this project's tests) or
+/// with -ffp-contract=off cannot. docs/cuda.md ("The optimizer on the GPU") discusses it.
+
+#include <cmath>
+#include <cstdint>
+
+#include "compact/config.hpp"
+#include "compact/core/grid.hpp"
+#include "compact/core/optimizer_record.hpp"
+
+namespace compact {
+namespace detail {
+
+/// Correctly rounded arithmetic that the device compiler never contracts (see the file comment).
+namespace rn {
+COMPACT_HOST_DEVICE inline float mul(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+COMPACT_HOST_DEVICE inline float add(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+COMPACT_HOST_DEVICE inline float div(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fdiv_rn(a, b);
+#else
+  return a / b;
+#endif
+}
+COMPACT_HOST_DEVICE inline float sqrt(float a) {
+#if defined(__CUDA_ARCH__)
+  return __fsqrt_rn(a);
+#else
+  return std::sqrt(a);
+#endif
+}
+COMPACT_HOST_DEVICE inline double mul(double a, double b) {
+#if defined(__CUDA_ARCH__)
+  return __dmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+COMPACT_HOST_DEVICE inline double add(double a, double b) {
+#if defined(__CUDA_ARCH__)
+  return __dadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+COMPACT_HOST_DEVICE inline double div(double a, double b) {
+#if defined(__CUDA_ARCH__)
+  return __ddiv_rn(a, b);
+#else
+  return a / b;
+#endif
+}
+COMPACT_HOST_DEVICE inline double sqrt(double a) {
+#if defined(__CUDA_ARCH__)
+  return __dsqrt_rn(a);
+#else
+  return std::sqrt(a);
+#endif
+}
+}  // namespace rn
+
+/// The scalars of one AdamW step in the moments' type T, each computed in double and rounded once:
+/// b1, 1 - b1, b2, 1 - b2, 1 / (1 - b1^a), 1 / (1 - b2^b) and eps, with a, b the moments' update counts after the
+/// step.
+template <class T>
+struct AdamWStepScalars {
+  T beta1, one_minus_beta1, beta2, one_minus_beta2, inv_bias1, inv_bias2, eps;
+};
+
+/// AdamWStepScalars of options `o` for a step after which M has had `updates1` and V `updates2` updates (>= 1).
+template <class T>
+AdamWStepScalars<T> adamw_step_scalars(const AdamWOptions& o, std::uint64_t updates1, std::uint64_t updates2) {
+  AdamWStepScalars<T> s;
+  s.beta1 = static_cast<T>(o.beta1);
+  s.one_minus_beta1 = static_cast<T>(1.0 - o.beta1);
+  s.beta2 = static_cast<T>(o.beta2);
+  s.one_minus_beta2 = static_cast<T>(1.0 - o.beta2);
+  s.inv_bias1 = static_cast<T>(1.0 / (1.0 - std::pow(o.beta1, double(updates1))));
+  s.inv_bias2 = static_cast<T>(1.0 / (1.0 - std::pow(o.beta2, double(updates2))));
+  s.eps = static_cast<T>(o.eps);
+  return s;
+}
+
+/// One element of an AdamW step: M <- b1 M + (1 - b1) g, V <- b2 V + (1 - b2) g², and returns the update
+/// N = (M / (1 - b1^a)) / (sqrt(V / (1 - b2^b)) + eps), each operation rounded once in T (no fma).
+template <class T>
+COMPACT_HOST_DEVICE inline T adamw_element(T g, T* m, T* v, const AdamWStepScalars<T>& s) {
+  *m = rn::add(rn::mul(s.beta1, *m), rn::mul(s.one_minus_beta1, g));
+  *v = rn::add(rn::mul(s.beta2, *v), rn::mul(s.one_minus_beta2, rn::mul(g, g)));
+  return rn::div(rn::mul(*m, s.inv_bias1), rn::add(rn::sqrt(rn::mul(*v, s.inv_bias2)), s.eps));
+}
+
+/// One element of an SGD step: B <- g on the first update after a reset, else B <- momentum B + g; returns B.
+template <class T>
+COMPACT_HOST_DEVICE inline T sgd_element(T g, T* b, T momentum, bool first) {
+  *b = first ? g : rn::add(rn::mul(momentum, *b), g);
+  return *b;
+}
+
+/// The fused AdamW step of `count` (= m·r) contiguous entries, as the work of one thread of a grid-stride launch:
+/// for each of its entries i, reads Ĝ[i] and zeroes it, updates M[i], V[i] (adamw_element) and writes
+/// update[i] = encode(N) (N rounded to W's type Out by `encode`, e.g. FromFloat<__nv_bfloat16>). The CUDA optimizer
+/// launches it as one kernel; the host tests run it for every (block, thread) with host_launch_threads.
+template <class T, class Out, class Encode>
+COMPACT_HOST_DEVICE inline void adamw_step_body(const Thread1d& t, T* grad, T* m, T* v, Out* update, index_t count,
+                                                const AdamWStepScalars<T>& s, Encode encode) {
+  for (index_t i = t.first(); i < count; i += t.step()) {
+    const T g = grad[i];
+    grad[i] = T(0);
+    T mi = m[i], vi = v[i];
+    const T n = adamw_element(g, &mi, &vi, s);
+    m[i] = mi;
+    v[i] = vi;
+    update[i] = encode(n);
+  }
+}
+
+/// The fused SGD step of `count` contiguous entries, one thread's share: reads and zeroes Ĝ[i], updates B[i]
+/// (sgd_element) and writes update[i] = encode(B[i]).
+template <class T, class Out, class Encode>
+COMPACT_HOST_DEVICE inline void sgd_step_body(const Thread1d& t, T* grad, T* b, Out* update, index_t count, T momentum,
+                                              bool first, Encode encode) {
+  for (index_t i = t.first(); i < count; i += t.step()) {
+    const T g = grad[i];
+    grad[i] = T(0);
+    T bi = b[i];
+    const T n = sgd_element(g, &bi, momentum, first);
+    b[i] = bi;
+    update[i] = encode(n);
+  }
+}
+
+/// The identity `encode` of the step bodies (W's type is the moments' type).
+struct SameType {
+  template <class T>
+  COMPACT_HOST_DEVICE T operator()(T v) const {
+    return v;
+  }
+};
+
+}  // namespace detail
+}  // namespace compact
