@@ -14,22 +14,26 @@ namespace compact {
 /// checkpoint record (core/optimizer_record.hpp).
 template <class Backend, class Dist, class Scalar = float>
 class CompressedAdamW {
-  static_assert(detail::always_false<Backend>,
+  static_assert(detail::is_distribution<Dist>,
+                "compact::CompressedAdamW<Backend, Dist, Scalar>: Dist is not a distribution (no DistributionTraits "
+                "specialization, see compact/core/tags.hpp)");
+  static_assert(!detail::is_distribution<Dist>,  // only one of the two messages fires
                 "compact::CompressedAdamW<Backend, Dist, Scalar>: this combination has no implementation. Supported: "
-                "Backend = compact::Cpu with Dist = Gaussian|Rademacher|Srht and Scalar = float|double (include "
-                "<compact/compact.hpp>); Backend = compact::Cuda with Scalar = float|__half|__nv_bfloat16 (compile "
-                "with nvcc).");
+                "Backend = compact::Cpu with Scalar = float|double (include <compact/compact.hpp>); Backend = "
+                "compact::Cuda with Scalar = float|__half|__nv_bfloat16 (compile with nvcc).");
 };
 
 /// SGD with momentum, the m x r momentum buffer in the compressed space (see SgdOptions). Specializations as for
 /// CompressedAdamW.
 template <class Backend, class Dist, class Scalar = float>
 class CompressedSgd {
-  static_assert(detail::always_false<Backend>,
+  static_assert(detail::is_distribution<Dist>,
+                "compact::CompressedSgd<Backend, Dist, Scalar>: Dist is not a distribution (no DistributionTraits "
+                "specialization, see compact/core/tags.hpp)");
+  static_assert(!detail::is_distribution<Dist>,  // only one of the two messages fires
                 "compact::CompressedSgd<Backend, Dist, Scalar>: this combination has no implementation. Supported: "
-                "Backend = compact::Cpu with Dist = Gaussian|Rademacher|Srht and Scalar = float|double (include "
-                "<compact/compact.hpp>); Backend = compact::Cuda with Scalar = float|__half|__nv_bfloat16 (compile "
-                "with nvcc).");
+                "Backend = compact::Cpu with Scalar = float|double (include <compact/compact.hpp>); Backend = "
+                "compact::Cuda with Scalar = float|__half|__nv_bfloat16 (compile with nvcc).");
 };
 
 }  // namespace compact

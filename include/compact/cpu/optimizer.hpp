@@ -16,6 +16,7 @@
 #include "compact/core/optimizer_fwd.hpp"
 #include "compact/core/optimizer_math.hpp"
 #include "compact/core/optimizer_record.hpp"
+#include "compact/core/projector_core.hpp"
 #include "compact/core/projector_fwd.hpp"
 #include "compact/core/state.hpp"
 #include "compact/core/tags.hpp"
@@ -110,9 +111,9 @@ class CompressedOptimizerBase : public OptimizerCore<Dist, Scalar> {
   /// W <- (1 - lr·weight_decay) W - lr·alpha·N Pᵀ, accumulated by unsketch_grad straight into W.
   void apply_update(const RowMatrix<Scalar>& update, MatrixView<Scalar> w, double lr, double alpha, double weight_decay,
                     const StepScratch& scratch) const {
-    projector_->unsketch_grad(
-        MatrixView<const Scalar>(update.data(), m_, r_, r_), w, static_cast<detail::compute_t<Scalar>>(-lr * alpha),
-        static_cast<detail::compute_t<Scalar>>(1.0 - lr * weight_decay), scratch.projector.view());
+    projector_->unsketch_grad(MatrixView<const Scalar>(update.data(), m_, r_, r_), w,
+                              static_cast<compute_t<Scalar>>(-lr * alpha),
+                              static_cast<compute_t<Scalar>>(1.0 - lr * weight_decay), scratch.projector.view());
   }
 
   /// Ends a step: counts it, zeroes Ĝ and, when the window changes, applies `policy` to the moments.
