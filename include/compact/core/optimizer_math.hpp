@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include "compact/config.hpp"
+#include "compact/core/fp32_math.hpp"
 #include "compact/core/grid.hpp"
 #include "compact/core/optimizer_record.hpp"
 
@@ -44,13 +45,8 @@ COMPACT_HOST_DEVICE inline float div(float a, float b) {
   return a / b;
 #endif
 }
-COMPACT_HOST_DEVICE inline float sqrt(float a) {
-#if defined(__CUDA_ARCH__)
-  return __fsqrt_rn(a);
-#else
-  return std::sqrt(a);
-#endif
-}
+/// The entry specification's correctly rounded square root (core/fp32_math.hpp).
+COMPACT_HOST_DEVICE inline float sqrt(float a) { return fp32::sqrt(a); }
 COMPACT_HOST_DEVICE inline double mul(double a, double b) {
 #if defined(__CUDA_ARCH__)
   return __dmul_rn(a, b);
