@@ -115,8 +115,8 @@ void BM_Fwht(benchmark::State& state, Impl impl, int log_n) {
   std::mt19937 rng(1);
   std::uniform_real_distribution<T> uni(T(-1), T(1));
   for (T& v : source) v = uni(rng);
-  compact::detail::AlignedScratch<T> storage;
-  T* x = storage.get(static_cast<std::size_t>(n));
+  const compact::detail::ScratchBuffer storage("BM_Fwht", "the row", static_cast<std::size_t>(n) * sizeof(T));
+  T* x = static_cast<T*>(storage.data());
   std::memcpy(x, source.data(), static_cast<std::size_t>(n) * sizeof(T));
   index_t k = 0;
   for (auto _ : state) {
@@ -205,8 +205,8 @@ void BM_SrhtRow(benchmark::State& state, bool fused, index_t n) {
   std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
   for (float& v : x) v = uni(rng);
   for (float& v : d) v = rng() & 1u ? -1.0f : 1.0f;
-  compact::detail::AlignedScratch<float> storage;
-  float* buf = storage.get(static_cast<std::size_t>(np));
+  const compact::detail::ScratchBuffer storage("BM_SrhtRow", "the row", static_cast<std::size_t>(np) * sizeof(float));
+  float* buf = static_cast<float*>(storage.data());
   const compact::CpuIsa isa = compact::active_cpu_isa();
   for (auto _ : state) {
     if (fused) {

@@ -82,7 +82,11 @@ void BM_Sketch_Omp(benchmark::State& state, int load, index_t b, index_t n, inde
   const index_t np = proj.padded_dim();
   const int log_np = compact::log2_pow2(np);
   const std::vector<std::int32_t> sample(proj.sample().begin(), proj.sample().end());
-  std::vector<compact::detail::AlignedScratch<float>> scratch(static_cast<std::size_t>(omp_get_max_threads()));
+  // One transform buffer per thread, each starting on a cache line (np >= 16 floats is a multiple of 64 bytes).
+  const std::size_t stride = static_cast<std::size_t>(std::max<index_t>(np, 16));
+  const compact::detail::ScratchBuffer scratch(
+      "BM_Sketch_Omp_Srht", "the per-thread buffers",
+      static_cast<std::size_t>(omp_get_max_threads()) * stride * sizeof(float));
   const compact::CpuIsa isa = compact::active_cpu_isa();
   constexpr index_t kRows = compact::Projector<compact::Cpu, compact::Srht, float>::kRowsPerTask;
   const index_t tasks = (b + kRows - 1) / kRows;
@@ -90,7 +94,7 @@ void BM_Sketch_Omp(benchmark::State& state, int load, index_t b, index_t n, inde
   for (auto _ : state) {
 #pragma omp parallel
     {
-      float* buf = scratch[static_cast<std::size_t>(omp_get_thread_num())].get(static_cast<std::size_t>(np));
+      float* buf = static_cast<float*>(scratch.data()) + static_cast<std::size_t>(omp_get_thread_num()) * stride;
 #pragma omp for schedule(static)
       for (index_t t = 0; t < tasks; ++t) {
         for (index_t row = t * kRows; row < std::min(b, (t + 1) * kRows); ++row) {

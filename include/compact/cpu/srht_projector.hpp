@@ -5,7 +5,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <new>
 #include <type_traits>
 #include <vector>
 
@@ -25,37 +24,6 @@
 
 namespace compact {
 namespace detail {
-
-/// An uninitialized array of T aligned to 64 bytes (one cache line), allocated on first use and then reused.
-template <class T>
-class AlignedScratch {
- public:
-  static constexpr std::size_t kAlign = 64;
-  AlignedScratch() = default;
-  AlignedScratch(const AlignedScratch&) = delete;
-  AlignedScratch& operator=(const AlignedScratch&) = delete;
-  ~AlignedScratch() { release(); }
-
-  /// Pointer to at least `count` elements (contents unspecified); allocates only when `count` exceeds every earlier
-  /// request.
-  T* get(std::size_t count) {
-    if (count > size_) {
-      release();
-      data_ = static_cast<T*>(::operator new (count * sizeof(T), std::align_val_t{kAlign}));
-      size_ = count;
-    }
-    return data_;
-  }
-
- private:
-  void release() {
-    if (data_ != nullptr) ::operator delete (data_, std::align_val_t{kAlign});
-    data_ = nullptr;
-    size_ = 0;
-  }
-  T* data_ = nullptr;
-  std::size_t size_ = 0;
-};
 
 static_assert(kFwhtMaxLength >= kSrhtMaxPaddedDim, "the CPU FWHT must reach the SRHT's longest padded row");
 
