@@ -7,7 +7,8 @@ CUDA and nvcc is found (COMPACT_TORCH_CUDA=0 forces it off, =1 makes its absence
   COMPACT_INCLUDE_DIR   compact's include/ (default: ../../include next to this file, i.e. the repository's)
   EIGEN3_INCLUDE_DIR    Eigen 3.4 (default: /usr/include/eigen3)
   COMPACT_TORCH_CUDA    auto (default) | 0 | 1
-  COMPACT_TORCH_BLAS    auto (default: OpenBLAS when cblas.h and libopenblas are found) | 0
+  COMPACT_TORCH_BLAS    0 (default) | 1: link OpenBLAS and register compact's BLAS GEMM engine
+  TORCH_CUDA_ARCH_LIST  torch's own variable; when unset and no GPU is visible, compact builds for 8.0;9.0
 """
 import glob
 import os
@@ -39,8 +40,8 @@ def find_eigen_include():
 
 
 def find_openblas():
-    """(include dir, library dir) of OpenBLAS's CBLAS, or None."""
-    if os.environ.get("COMPACT_TORCH_BLAS", "auto") == "0":
+    """(include dir, library dir) of OpenBLAS's CBLAS when COMPACT_TORCH_BLAS=1, else None."""
+    if os.environ.get("COMPACT_TORCH_BLAS", "0") != "1":
         return None
     headers = ["/usr/include/x86_64-linux-gnu/openblas-pthread/cblas.h", "/usr/include/openblas/cblas.h"]
     headers += glob.glob("/usr/include/*/openblas*/cblas.h")
@@ -48,7 +49,35 @@ def find_openblas():
     for h in headers:
         if os.path.isfile(h) and libs:
             return os.path.dirname(h), os.path.dirname(libs[0])
-    return None
+    fail("COMPACT_TORCH_BLAS=1 but OpenBLAS (cblas.h and libopenblas.so) was not found "
+         "(Debian: apt-get install libopenblas-dev)")
+
+
+def cxx_standard(torch):
+    """The C++ standard of the torch being built against: C++20 where its headers demand it, else C++17."""
+    from torch.utils.cpp_extension import include_paths
+
+    for path in include_paths():
+        header = os.path.join(path, "ATen", "ATen.h")
+        if os.path.isfile(header):
+            with open(header, encoding="utf-8", errors="replace") as f:
+                if "C++20 or later" in f.read():
+                    return "c++20"
+    return "c++17"
+
+
+DEFAULT_CUDA_ARCHS = "8.0;9.0"
+
+
+def set_cuda_archs(torch):
+    """torch picks the architectures of the visible GPUs; with none visible (a build machine) it cannot, so
+    compact states a default set unless TORCH_CUDA_ARCH_LIST is given."""
+    if os.environ.get("TORCH_CUDA_ARCH_LIST"):
+        return
+    if torch.cuda.is_available() and torch.cuda.device_count() > 0:
+        return
+    os.environ["TORCH_CUDA_ARCH_LIST"] = DEFAULT_CUDA_ARCHS
+    print(f"compact_torch setup: no GPU visible and TORCH_CUDA_ARCH_LIST unset; building for {DEFAULT_CUDA_ARCHS}")
 
 
 def want_cuda(torch, cuda_home):
@@ -66,8 +95,10 @@ def extension():
     from torch.utils.cpp_extension import CUDA_HOME, CppExtension, CUDAExtension
 
     include_dirs = [find_compact_include(), find_eigen_include(), os.path.join(HERE, "csrc")]
-    # compact is C++17 and refuses -ffast-math; OpenMP drives its CPU backend (torch's libgomp is shared).
-    cxx = ["-O3", "-g0", "-std=c++17", "-fopenmp", "-Wno-deprecated-declarations"]  # the last: torch's headers
+    # compact is C++17 (and C++20-clean) and refuses -ffast-math; the standard follows torch's headers. OpenMP drives
+    # its CPU backend (torch's libgomp is shared).
+    std = "-std=" + cxx_standard(torch)
+    cxx = ["-O3", "-g0", std, "-fopenmp", "-Wno-deprecated-declarations"]  # the last: torch's headers
     libraries, library_dirs, link = [], [], ["-fopenmp"]
     blas = find_openblas()
     if blas is not None:
@@ -78,7 +109,8 @@ def extension():
     sources = ["csrc/compact_torch.cpp"]
     if want_cuda(torch, CUDA_HOME):
         cxx.append("-DCOMPACT_TORCH_WITH_CUDA")
-        nvcc = ["-O3", "-std=c++17", "-DCOMPACT_TORCH_WITH_CUDA"]
+        set_cuda_archs(torch)
+        nvcc = ["-O3", std, "-DCOMPACT_TORCH_WITH_CUDA"]
         return CUDAExtension("compact_torch._C", sources + ["csrc/compact_torch_cuda.cu"], include_dirs=include_dirs,
                              library_dirs=library_dirs, libraries=libraries + ["cublas"],
                              extra_compile_args={"cxx": cxx, "nvcc": nvcc}, extra_link_args=link)

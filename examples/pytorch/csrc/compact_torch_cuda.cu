@@ -88,11 +88,11 @@ struct Unsketch {
   template <class Dist, class Scalar>
   int operator()(Dist, Scalar) const {
     const compact::Projector<compact::Cuda, Dist, Scalar> p(n, r, state, backend_of(ctx), ws);
-    // compact's API takes alpha and beta in the element type (converted to fp32 inside, round to nearest even).
+    // compact's CUDA API takes alpha and beta in the compute type (fp32 for every element type). torch compiles
+    // with __CUDA_NO_HALF_CONVERSIONS__ and friends, so nothing here may lean on an implicit __half <-> float.
     p.unsketch_grad(compact::MatrixView<const Scalar>(static_cast<const Scalar*>(g), m, r, g_stride),
-                    compact::MatrixView<Scalar>(static_cast<Scalar*>(out), m, n, out_stride),
-                    compact::detail::CudaScalar<Scalar>::from_float(static_cast<float>(alpha)),
-                    compact::detail::CudaScalar<Scalar>::from_float(static_cast<float>(beta)));
+                    compact::MatrixView<Scalar>(static_cast<Scalar*>(out), m, n, out_stride), static_cast<float>(alpha),
+                    static_cast<float>(beta));
     return 0;
   }
 };
@@ -123,11 +123,10 @@ struct CompressedGrad {
   Context ctx;
   template <class Dist, class Scalar>
   int operator()(Dist, Scalar) const {
-    compact::compressed_grad<Scalar>(
+    compact::compressed_grad<Scalar, Scalar>(
         backend_of(ctx), compact::MatrixView<const Scalar>(static_cast<const Scalar*>(dy), rows, m, dy_stride),
         compact::MatrixView<const Scalar>(static_cast<const Scalar*>(z), rows, r, z_stride),
-        compact::MatrixView<Scalar>(static_cast<Scalar*>(g), m, r, g_stride),
-        compact::detail::CudaScalar<Scalar>::from_float(static_cast<float>(beta)));
+        compact::MatrixView<Scalar>(static_cast<Scalar*>(g), m, r, g_stride), static_cast<float>(beta));
     return 0;
   }
 };
