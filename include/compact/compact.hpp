@@ -44,10 +44,10 @@
 // Registers the BLAS GEMM engine (set by compact::blas): adds definitions only, changes no function (see blas.hpp).
 #include "compact/cpu/blas.hpp"
 #endif
-#include "compact/cpu/generate_avx512.hpp"
+#include "compact/cpu/kernels_avx2.hpp"
+#include "compact/cpu/kernels_avx512.hpp"
 #include "compact/cpu/generate.hpp"
 #include "compact/cpu/dense_projector.hpp"
-#include "compact/cpu/fwht_avx512.hpp"
 #include "compact/cpu/fwht.hpp"
 #include "compact/cpu/srht_rows.hpp"
 #include "compact/cpu/srht_projector.hpp"

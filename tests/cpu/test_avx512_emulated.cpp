@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /// The AVX-512 kernels, compiled against SIMDe's portable AVX-512 intrinsics, give the reference's bits on any CPU.
 ///
-/// cpu/generate_avx512.hpp and cpu/fwht_avx512.hpp are compiled here a second time, without their target attribute,
+/// The AVX-512 instance of the kernels (cpu/kernels_avx512.hpp: cpu/generate_panels.inl and cpu/fwht_passes.inl on the
+/// lane types of cpu/lanes_avx512.inl) is compiled here a second time, without its target region,
 /// with every _mm512 name resolved by SIMD Everywhere (Debian libsimde-dev; SIMDe's native aliases), so the kernels'
 /// logic is checked bit for bit against the scalar reference on CPUs without AVX-512 (test_avx512_native runs the
 /// real instructions where the CPU has them). Two gaps of SIMDe 0.7.4 are patched here, in the test only:
@@ -44,8 +45,7 @@ inline simde__m512 fused_fmadd_ps(simde__m512 a, simde__m512 b, simde__m512 c) {
 #define _mm512_cvtepu32_ps(a) simde_mm512_cvtepu32_ps(a)
 
 #define COMPACT_DETAIL_AVX512_EMULATED 1
-#include <compact/cpu/fwht_avx512.hpp>
-#include <compact/cpu/generate_avx512.hpp>
+#include <compact/cpu/kernels_avx512.hpp>
 
 #include "cpu/kernel_cases.hpp"
 
@@ -71,25 +71,25 @@ std::vector<T> lanes(V v, int count) {
 
 TEST_CASE_TEMPLATE("the emulated AVX-512 Gaussian panel has the bits of the reference loop", Scalar, float, double) {
   compact_test::check_panels_against_reference<compact::Gaussian, Scalar>(
-      [](auto&&... args) { emulated::fill_gaussian_panel_avx512(args...); });
+      [](auto&&... args) { emulated::fill_gaussian_panel(args...); });
 }
 
 TEST_CASE_TEMPLATE("the emulated AVX-512 Rademacher panel has the bits of the reference loop", Scalar, float, double) {
   compact_test::check_panels_against_reference<compact::Rademacher, Scalar>(
-      [](auto&&... args) { emulated::fill_rademacher_panel_avx512(args...); });
+      [](auto&&... args) { emulated::fill_rademacher_panel(args...); });
 }
 
 TEST_CASE_TEMPLATE("the emulated AVX-512 FWHT has the bits of the textbook loop at every length", T, float, double) {
   // Up to 2^20: two levels of cache blocking joined by radix-16 and radix-2 passes (12 + 4 + 4, 11 + 4 + 4 + 1).
-  compact_test::check_fwht_against_textbook<T>(emulated::kFwhtAvx512MinLog<T>, 20,
-                                               [](T* x, int log_n) { emulated::fwht_avx512(x, log_n); });
+  compact_test::check_fwht_against_textbook<T>(emulated::kFwhtMinLog<T>, 20,
+                                               [](T* x, int log_n) { emulated::fwht_in_place(x, log_n); });
 }
 
 TEST_CASE_TEMPLATE("the emulated AVX-512 signed transform of the SRHT has the bits of the unfused sequence", T, float,
                    double) {
   compact_test::check_signed_transform_against_reference<T>(
-      emulated::kFwhtAvx512MinLog<T>, emulated::kAvx512BlockLog<T> + 5,  // + 5: blocked with radix-16 and radix-2 joins
-      [](const T* x, const T* d, index_t n, T* buf, int log_n) { emulated::fwht_signed_avx512(x, d, n, buf, log_n); });
+      emulated::kFwhtMinLog<T>, emulated::kFwhtBlockLog<T> + 5,  // + 5: blocked with radix-16 and radix-2 joins
+      [](const T* x, const T* d, index_t n, T* buf, int log_n) { emulated::fwht_signed(x, d, n, buf, log_n); });
 }
 
 // Each subcase models the Intel Intrinsics Guide's pseudo-code of an instruction lane by lane.

@@ -37,23 +37,10 @@ COMPACT_HOST_DEVICE inline float rank_scale(index_t r) {
 /// Four unscaled standard normals from one Philox block: Box-Muller on (x0, x1) -> lanes 0, 1 and (x2, x3) -> 2, 3.
 ///
 /// For a pair (a, b): u = ((a >> 8) + 1) 2^-24 in (0, 1], t = (b >> 8) 2^-24 in [0, 1), rho = sqrt(-2 ln u),
-/// lanes rho cos(2 pi t), rho sin(2 pi t); ln, sin, cos are compact::fp32's routines.
+/// lanes rho cos(2 pi t), rho sin(2 pi t); ln, sin, cos are compact::fp32's routines (box_muller, core/fp32_math.hpp).
 struct Normal4 {
   float v[4];
 };
-
-/// Box-Muller's inputs are the top 24 bits of a Philox word (word >> kBoxMullerShift), scaled by kBoxMullerScale.
-inline constexpr int kBoxMullerShift = 8;
-inline constexpr float kBoxMullerScale = 0x1p-24f;
-
-COMPACT_HOST_DEVICE inline void box_muller(std::uint32_t a, std::uint32_t b, float* lane0, float* lane1) {
-  const float u = static_cast<float>((a >> kBoxMullerShift) + 1u) * kBoxMullerScale;  // exact
-  const float t = static_cast<float>(b >> kBoxMullerShift) * kBoxMullerScale;         // exact
-  const float rho = fp32::sqrt(-2.0f * fp32::log(u));                                 // -2 ln u is exact scaling
-  const fp32::SinCos sc = fp32::sincos_2pi(t);
-  *lane0 = rho * sc.cos;
-  *lane1 = rho * sc.sin;
-}
 
 COMPACT_HOST_DEVICE inline Normal4 normal4(Words4x32 x) {
   Normal4 out;

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #pragma once
-/// The library's own fp32 `log` and `sin/cos(2*pi*t)`: written with + - * fma sqrt only, identical on host and device.
+/// The library's own fp32 `log`, `sin/cos(2*pi*t)` and Box-Muller: written with + - * fma sqrt only, identical on host
+/// and device, and, through core/fp32_lanes.inl, the same source as the CPU's vector generators.
 ///
 /// Every product that feeds a sum is either an explicit fma or exact, so `-ffp-contract=fast` (and nvcc's default
 /// --fmad=true) cannot change a single bit. No libm, no intrinsics: the results are the same on every compiler.
@@ -14,8 +15,7 @@
 namespace compact {
 namespace fp32 {
 
-/// The constants of log and sincos_2pi below, named once: the vector generators (cpu/generate.hpp,
-/// cpu/generate_avx512.hpp) use these same names, so the entry specification has one source. Changing any value
+/// The constants of log and sincos_2pi (core/fp32_lanes.inl), named once. Changing any value
 /// changes every P (a new entry-spec version, docs/spec.md).
 ///
 /// binary32 layout: sign bit, 23 mantissa bits, exponent bias 127; kOneBits = bits of 1.0f, kSqrt2Bits = bits of the
@@ -94,76 +94,58 @@ COMPACT_HOST_DEVICE inline float from_bits(std::uint32_t u) {
 #endif
 }
 
-/// Natural logarithm of a positive normal float (2^-126 <= x < inf); other inputs give unspecified values.
-///
-/// x = 2^e * m with m in [sqrt(1/2), sqrt(2)); ln x = e*ln2 + ln(1+f), f = m - 1 (exact by Sterbenz), and
-/// ln(1+f) = f - f^2/2 + f^3 q(f) with q a degree-7 near-minimax polynomial (relative error 5.9e-9 on the range).
-/// Maximum error, measured over every positive normal float: see docs/spec.md.
-COMPACT_HOST_DEVICE inline float log(float x) {
-  const std::uint32_t u = bits_of(x);
-  int e = static_cast<int>(u >> kMantissaBits) - kExponentBias;
-  std::uint32_t mant = (u & kMantissaMask) | kOneBits;  // m in [1, 2)
-  if (mant > kSqrt2Bits) {                              // m > sqrt(2): use m/2 in [sqrt(1/2), 1)
-    mant -= kExponentUnit;
-    e += 1;
-  }
-  const float f = from_bits(mant) - 1.0f;
-  float q = kLogQ7;
-  q = fma(q, f, kLogQ6);
-  q = fma(q, f, kLogQ5);
-  q = fma(q, f, kLogQ4);
-  q = fma(q, f, kLogQ3);
-  q = fma(q, f, kLogQ2);
-  q = fma(q, f, kLogQ1);
-  q = fma(q, f, kLogQ0);
-  const float t = fma(q, f, -0.5f);  // -1/2 + f q(f)
-  const float f2 = f * f;
-  const float p = fma(f2, t, f);  // ln(1+f)
-  // e*kLn2Hi is exact for |e| < 2^8 (kLn2Hi has 16 trailing zero bits).
-  const float fe = static_cast<float>(e);
-  const float lo = fma(fe, kLn2Lo, p);
-  return fma(fe, kLn2Hi, lo);
-}
-
-/// sin(2*pi*t) and cos(2*pi*t).
-struct SinCos {
-  float sin;
-  float cos;
-};
-
-/// sin(2*pi*t) and cos(2*pi*t) for t in [0, 1) (the Box-Muller angle); other inputs give unspecified values.
-///
-/// The argument is reduced exactly in units of quarter turns, y = 4t = k + r with integer k and |r| <= 1/2, so no
-/// fp32 rounding of 2*pi*t ever enters; then sin(pi/2 r) = r S(r^2), cos(pi/2 r) = 1 + r^2 C(r^2) (degree-4
-/// near-minimax polynomials, relative error below 5e-12) and a quadrant rotation by k.
-COMPACT_HOST_DEVICE inline SinCos sincos_2pi(float t) {
-  const float y = t * 4.0f;                   // exact
-  const int k = static_cast<int>(y + 0.5f);   // nearest quarter turn, y >= 0
-  const float r = y - static_cast<float>(k);  // exact
-  const float s = r * r;
-  float ps = kSinS4;
-  ps = fma(ps, s, kSinS3);
-  ps = fma(ps, s, kSinS2);
-  ps = fma(ps, s, kSinS1);
-  ps = fma(ps, s, kSinS0);
-  const float sin_r = r * ps;
-  float pc = kCosC4;
-  pc = fma(pc, s, kCosC3);
-  pc = fma(pc, s, kCosC2);
-  pc = fma(pc, s, kCosC1);
-  pc = fma(pc, s, kCosC0);
-  const float cos_r = fma(pc, s, 1.0f);
-  switch (k & 3) {
-    case 0:
-      return SinCos{sin_r, cos_r};
-    case 1:
-      return SinCos{cos_r, -sin_r};
-    case 2:
-      return SinCos{-sin_r, -cos_r};
-    default:
-      return SinCos{-cos_r, sin_r};
-  }
-}
-
 }  // namespace fp32
+
+/// Box-Muller's inputs are the top 24 bits of a Philox word (word >> kBoxMullerShift), scaled by kBoxMullerScale.
+inline constexpr int kBoxMullerShift = 8;
+inline constexpr float kBoxMullerScale = 0x1p-24f;
+
+namespace detail {
+/// One lane: the lane types and operations core/fp32_lanes.inl is written in, on float and std::uint32_t, host and
+/// device. That file's instance here is the entry specification's fp32 math (fp32::log, fp32::sincos_2pi,
+/// box_muller below); the CPU's vector generators are its other instances (cpu/kernels_*.hpp).
+namespace scalar {
+using F32 = float;
+using U32 = std::uint32_t;
+using M32 = bool;
+using fp32::bits_of;
+using fp32::fma;
+using fp32::from_bits;
+using fp32::sqrt;
+template <int kBits>
+COMPACT_HOST_DEVICE inline U32 shift_left(U32 a) {
+  return a << kBits;
+}
+template <int kBits>
+COMPACT_HOST_DEVICE inline U32 shift_right(U32 a) {
+  return a >> kBits;
+}
+/// x rounded toward zero, for |x| < 2^31.
+COMPACT_HOST_DEVICE inline F32 trunc(F32 x) { return static_cast<float>(static_cast<std::int32_t>(x)); }
+/// The float nearest a (exact below 2^24); the vector instances require a < 2^31.
+COMPACT_HOST_DEVICE inline F32 to_float(U32 a) { return static_cast<float>(a); }
+COMPACT_HOST_DEVICE inline M32 gt_signed(U32 a, U32 b) {
+  return static_cast<std::int32_t>(a) > static_cast<std::int32_t>(b);
+}
+COMPACT_HOST_DEVICE inline M32 has_bit(U32 a, U32 bit) { return (a & bit) != 0; }
+COMPACT_HOST_DEVICE inline F32 if_then_else(M32 m, F32 yes, F32 no) { return m ? yes : no; }
+COMPACT_HOST_DEVICE inline U32 add_if(M32 m, U32 a, U32 b) { return m ? a + b : a; }
+COMPACT_HOST_DEVICE inline U32 sub_if(M32 m, U32 a, U32 b) { return m ? a - b : a; }
+
+#define COMPACT_DETAIL_LANES_FN COMPACT_HOST_DEVICE inline
+#include "compact/core/fp32_lanes.inl"
+#undef COMPACT_DETAIL_LANES_FN
+}  // namespace scalar
+}  // namespace detail
+
+namespace fp32 {
+/// Natural logarithm of a positive normal float, sin and cos of 2 pi t for t in [0, 1): see core/fp32_lanes.inl.
+using detail::scalar::log;
+using detail::scalar::SinCos;
+using detail::scalar::sincos_2pi;
+}  // namespace fp32
+
+/// Box-Muller on one pair of Philox words (core/fp32_lanes.inl): lane0 = rho cos(2 pi t), lane1 = rho sin(2 pi t).
+using detail::scalar::box_muller;
+
 }  // namespace compact

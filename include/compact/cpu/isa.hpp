@@ -3,8 +3,8 @@
 /// The instruction sets of the CPU kernels (scalar, AVX2, AVX-512), the run-time CPU check and the process-wide cap.
 ///
 /// Every CPU kernel with vector paths (panel generation in cpu/generate.hpp, the FWHT in cpu/fwht.hpp) has one path
-/// per CpuIsa, and every path gives the bits of the scalar reference. The vector paths are compiled with function
-/// target attributes, so the library needs no -m flags; which one runs is decided at run time:
+/// per CpuIsa, and every path gives the bits of the scalar reference. The vector paths are one source compiled per
+/// instruction set in target regions (below), so the library needs no -m flags; which one runs is decided at run time:
 ///
 ///   active_cpu_isa() = min(best ISA of this CPU, cap),
 ///
@@ -30,30 +30,45 @@
 #define COMPACT_DETAIL_HAS_X86_PATHS 0
 #endif
 
-// The one switch of every x86 vector path (generation in cpu/generate*.hpp, the FWHT in cpu/fwht*.hpp and
+// The one switch of every x86 vector path (generation and the FWHT in cpu/kernels_*.hpp, the SRHT gather in
 // cpu/srht_rows.hpp): COMPACT_DETAIL_HAS_X86_PATHS. Under COMPACT_DISABLE_SIMD none of them is compiled (no
-// intrinsics header, no target attribute) and best_cpu_isa() is kScalar, so every kernel takes its scalar reference.
+// intrinsics header, no target region) and best_cpu_isa() is kScalar, so every kernel takes its scalar reference.
+//
+// Each kernel is written once (cpu/fwht_passes.inl, cpu/generate_panels.inl, core/fp32_lanes.inl) against the lane
+// types of an instruction set (cpu/lanes_avx2.inl, cpu/lanes_avx512.inl) and compiled once per instruction set, as
+// Highway does: cpu/kernels_avx2.hpp and cpu/kernels_avx512.hpp include the sources inside a namespace of their own
+// (detail::avx2, detail::avx512) between COMPACT_DETAIL_BEGIN_<ISA> and COMPACT_DETAIL_END_TARGET, which give every
+// function defined in between the target (g++: #pragma GCC target; clang++: #pragma clang attribute), so the library
+// needs no -m flags; which instance runs is decided at run time.
 #if COMPACT_DETAIL_HAS_X86_PATHS
 #if !defined(COMPACT_DETAIL_AVX512_EMULATED)  // that test TU has SIMDe's native aliases instead (see below)
 #include <immintrin.h>
 #endif
-/// Compiles one function for CpuIsa::kAvx2's generation kernels (AVX2 + FMA) whatever the translation unit's -m flags.
-#define COMPACT_DETAIL_TARGET_AVX2 __attribute__((target("avx2,fma")))
-/// Compiles one function for CpuIsa::kAvx2's FWHT kernels, which use AVX instructions only (every AVX2 CPU has them).
+/// Compiles one function for AVX instructions only (the SRHT's streaming gather, cpu/srht_rows.hpp).
 #define COMPACT_DETAIL_TARGET_AVX __attribute__((target("avx")))
+#if defined(__clang__)
+#define COMPACT_DETAIL_BEGIN_AVX2 _Pragma("clang attribute push(__attribute__((target(\"avx2,fma\"))), apply_to = function)")
+#define COMPACT_DETAIL_BEGIN_AVX512 \
+  _Pragma("clang attribute push(__attribute__((target(\"avx512f,avx2,fma\"))), apply_to = function)")
+#define COMPACT_DETAIL_END_TARGET _Pragma("clang attribute pop")
+#else
+/// Every function defined from here to COMPACT_DETAIL_END_TARGET is compiled for CpuIsa::kAvx2 (AVX2 + FMA).
+#define COMPACT_DETAIL_BEGIN_AVX2 _Pragma("GCC push_options") _Pragma("GCC target(\"avx2,fma\")")
+/// Every function defined from here to COMPACT_DETAIL_END_TARGET is compiled for CpuIsa::kAvx512 (AVX-512 F).
+#define COMPACT_DETAIL_BEGIN_AVX512 _Pragma("GCC push_options") _Pragma("GCC target(\"avx512f,avx2,fma\")")
+/// Ends a COMPACT_DETAIL_BEGIN_<ISA> region.
+#define COMPACT_DETAIL_END_TARGET _Pragma("GCC pop_options")
+#endif
 #endif
 
-// The AVX-512 kernels (cpu/generate_avx512.hpp, cpu/fwht_avx512.hpp) are compiled natively with a target attribute,
-// or, in a test translation unit that defines COMPACT_DETAIL_AVX512_EMULATED after including SIMDe with native
-// aliases, against SIMDe's portable intrinsics, without the attribute and in another namespace (so that the two
-// builds never share a symbol).
+// The AVX-512 instance (cpu/kernels_avx512.hpp) is compiled natively in a target region, or, in a test translation
+// unit that defines COMPACT_DETAIL_AVX512_EMULATED after including SIMDe with native aliases, against SIMDe's
+// portable intrinsics, without the target region and in another namespace (so that the two builds never share a
+// symbol).
 #if defined(COMPACT_DETAIL_AVX512_EMULATED)
-#define COMPACT_DETAIL_TARGET_AVX512
 #define COMPACT_DETAIL_AVX512_NAMESPACE avx512_emulated
 #define COMPACT_DETAIL_AVX512_COMPILED 1
 #elif COMPACT_DETAIL_HAS_X86_PATHS
-/// Compiles one function for AVX-512 F (and the AVX2 + FMA it implies) whatever the translation unit's -m flags.
-#define COMPACT_DETAIL_TARGET_AVX512 __attribute__((target("avx512f,avx2,fma")))
 #define COMPACT_DETAIL_AVX512_NAMESPACE avx512
 #define COMPACT_DETAIL_AVX512_COMPILED 1
 #else

@@ -3,7 +3,7 @@
 /// Per-row SRHT kernels: buf = H pad(x . d) with the sign product fused into the FWHT's first pass, and the gather.
 ///
 /// The separate sign pass (buf_k = x_k d_k, then the transform reading buf back) was a third of a row's time at
-/// n = 4096; here the first pass of the in-cache FWHT (cpu/fwht.hpp, cpu/fwht_avx512.hpp) loads x and d, multiplies
+/// n = 4096; here the first pass of the in-cache FWHT (fwht_signed, cpu/fwht_passes.inl) loads x and d, multiplies
 /// and transforms in registers, so a row is read once. The products and the butterfly order are those of the
 /// unfused sequence, so the bits are unchanged. Transforms longer than one cache block (2^12 floats, 2^11 doubles)
 /// are blocked as the FWHT blocks them, each sub-block's first pass reading its part of x.
@@ -13,78 +13,12 @@
 
 #include "compact/config.hpp"
 #include "compact/cpu/fwht.hpp"
-#include "compact/cpu/fwht_avx512.hpp"
 #include "compact/cpu/isa.hpp"
+#include "compact/cpu/kernels_avx2.hpp"
+#include "compact/cpu/kernels_avx512.hpp"
 
 namespace compact {
 namespace detail {
-
-#if COMPACT_DETAIL_HAS_X86_PATHS
-
-/// First pass of the 256-bit transform of length np reading x_k d_k (0 beyond n) instead of buf: stages 0 ..
-/// kLogLanes + log2(R) - 1, written to buf.
-template <class V, int R>
-COMPACT_DETAIL_TARGET_AVX inline void avx_signed_first_pass(const typename V::T* x, const typename V::T* d, index_t n,
-                                                            typename V::T* buf, index_t np) {
-  using T = typename V::T;
-  constexpr index_t kLanes = index_t{1} << V::kLogLanes;
-  for (index_t i = 0; i < np; i += R * kLanes) {
-    typename V::Reg v[R];
-    for (int t = 0; t < R; ++t) {
-      const index_t k0 = i + t * kLanes;
-      if (k0 + kLanes <= n) {
-        v[t] = V::mul(V::load(x + k0), V::load(d + k0));
-      } else if (k0 >= n) {
-        v[t] = typename V::Reg{};  // padding
-      } else {
-        alignas(32) T lanes[kLanes];
-        for (index_t k = 0; k < kLanes; ++k) lanes[k] = k0 + k < n ? x[k0 + k] * d[k0 + k] : T(0);
-        v[t] = V::load(lanes);
-      }
-      v[t] = V::in_register_stages(v[t]);
-    }
-    avx_butterflies<V, R>(v);
-    for (int t = 0; t < R; ++t) V::store(buf + i + t * kLanes, v[t]);
-  }
-}
-
-/// buf[0, 2^log_n) = H pad(x . d) on the 256-bit path, log_n >= kLogLanes. Blocked as avx_recursive: transforms
-/// longer than one cache block are split into 2^m sub-blocks (each formed by its own signed first pass), then
-/// joined by the top stages.
-template <class T>
-COMPACT_DETAIL_TARGET_AVX void fwht_signed_avx(const T* x, const T* d, index_t n, T* buf, int log_n) {
-  using V = std::conditional_t<std::is_same_v<T, float>, AvxF32, AvxF64>;
-  constexpr int kBlock = fwht_block_log2<T>();
-  if (log_n > kBlock) {
-    const int m = log_n - kBlock < 3 ? log_n - kBlock : 3;
-    const int sub = log_n - m;
-    for (int t = 0; t < (1 << m); ++t) {
-      const index_t offset = index_t{t} << sub, rest = n > offset ? n - offset : 0;  // x[offset, n) if any
-      fwht_signed_avx(rest > 0 ? x + offset : x, rest > 0 ? d + offset : d, rest, buf + offset, sub);
-    }
-    avx_top_stages<V>(buf, sub, m);
-    return;
-  }
-  const index_t np = index_t{1} << log_n;
-  const int between = log_n - V::kLogLanes < 3 ? log_n - V::kLogLanes : 3;
-  switch (between) {
-    case 3:
-      avx_signed_first_pass<V, 8>(x, d, n, buf, np);
-      break;
-    case 2:
-      avx_signed_first_pass<V, 4>(x, d, n, buf, np);
-      break;
-    case 1:
-      avx_signed_first_pass<V, 2>(x, d, n, buf, np);
-      break;
-    default:
-      avx_signed_first_pass<V, 1>(x, d, n, buf, np);
-      break;
-  }
-  avx_stages_from<V>(buf, log_n, V::kLogLanes + between);
-}
-
-#endif  // COMPACT_DETAIL_HAS_X86_PATHS
 
 /// buf[0, 2^log_n) = H pad(x . d): the signed, zero-padded transform of the row x[0, n) (signs d_k = +-1, n <=
 /// 2^log_n, buf must not overlap x or d) on the instruction set `isa` (supported). Every path gives the bits of
@@ -92,15 +26,14 @@ COMPACT_DETAIL_TARGET_AVX void fwht_signed_avx(const T* x, const T* d, index_t n
 template <class T>
 void srht_transform_row(const T* x, const T* d, index_t n, T* buf, int log_n, CpuIsa isa) {
 #if COMPACT_DETAIL_AVX512_COMPILED
-  if (isa == CpuIsa::kAvx512 && log_n >= avx512::kFwhtAvx512MinLog<T>) {
-    avx512::fwht_signed_avx512(x, d, n, buf, log_n);
+  if (isa == CpuIsa::kAvx512 && log_n >= avx512::kFwhtMinLog<T>) {
+    avx512::fwht_signed(x, d, n, buf, log_n);
     return;
   }
 #endif
 #if COMPACT_DETAIL_HAS_X86_PATHS
-  constexpr int kMinLog = std::is_same_v<T, float> ? AvxF32::kLogLanes : AvxF64::kLogLanes;
-  if (isa != CpuIsa::kScalar && log_n >= kMinLog) {
-    fwht_signed_avx(x, d, n, buf, log_n);
+  if (isa != CpuIsa::kScalar && log_n >= avx2::kFwhtMinLog<T>) {
+    avx2::fwht_signed(x, d, n, buf, log_n);
     return;
   }
 #endif

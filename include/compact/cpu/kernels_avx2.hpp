@@ -1,0 +1,39 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+/// The AVX2 + FMA instance of the CPU kernels (CpuIsa::kAvx2): the one source of each kernel compiled for this
+/// instruction set in namespace detail::avx2.
+///
+/// Highway's pattern: the lane types and operations of the instruction set (cpu/lanes_avx2.inl), then the kernels
+/// written against them (core/fp32_lanes.inl, cpu/generate_panels.inl, cpu/fwht_passes.inl), all included between
+/// COMPACT_DETAIL_BEGIN_AVX2 and COMPACT_DETAIL_END_TARGET, which compile every function in between for AVX2 + FMA
+/// whatever the translation unit's -m flags (cpu/isa.hpp). cpu/generate.hpp, cpu/fwht.hpp and cpu/srht_rows.hpp call
+/// them after the run-time CPU check.
+
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+#include "compact/config.hpp"
+#include "compact/core/entries.hpp"
+#include "compact/cpu/isa.hpp"
+
+#if COMPACT_DETAIL_HAS_X86_PATHS
+
+COMPACT_DETAIL_BEGIN_AVX2
+namespace compact {
+namespace detail {
+namespace avx2 {
+
+#define COMPACT_DETAIL_LANES_FN inline
+#include "compact/cpu/lanes_avx2.inl"
+#include "compact/core/fp32_lanes.inl"
+#include "compact/cpu/generate_panels.inl"
+#include "compact/cpu/fwht_passes.inl"
+#undef COMPACT_DETAIL_LANES_FN
+
+}  // namespace avx2
+}  // namespace detail
+}  // namespace compact
+COMPACT_DETAIL_END_TARGET
+
+#endif  // COMPACT_DETAIL_HAS_X86_PATHS
