@@ -12,15 +12,10 @@
 ///
 /// Function objects instead of lambdas: a lambda's call operator would not inherit the target region's attribute.
 
-/// Transforms of at most this many bytes run in place pass by pass (L1-resident); longer ones are split.
-inline constexpr std::size_t kFwhtBlockBytes = 16 * 1024;
-
-/// log2 of the number of T in kFwhtBlockBytes (12 for float, 11 for double).
+/// Transforms of at most 2^kFwhtBlockLog elements (kFwhtBlockBytes, cpu/fwht_portable.hpp) run in place pass by pass
+/// (L1-resident); longer ones are split, as on the portable path.
 template <class T>
-inline constexpr int kFwhtBlockLog = sizeof(T) == 4 ? 12 : 11;
-static_assert((std::size_t{1} << kFwhtBlockLog<float>) * sizeof(float) == kFwhtBlockBytes &&
-                  (std::size_t{1} << kFwhtBlockLog<double>) * sizeof(double) == kFwhtBlockBytes,
-              "kFwhtBlockLog must be log2(kFwhtBlockBytes / sizeof(T))");
+inline constexpr int kFwhtBlockLog = fwht_block_log2<T>();
 
 /// The register type of T.
 template <class T>

@@ -15,6 +15,7 @@
 
 #include "compact/config.hpp"
 #include "compact/core/entries.hpp"
+#include "compact/cpu/fwht_portable.hpp"
 #include "compact/cpu/isa.hpp"
 
 #if COMPACT_DETAIL_AVX512_COMPILED
