@@ -74,13 +74,14 @@ TEST_CASE("allocating turns std::bad_alloc into compact::error naming what was a
   CHECK_THROWS_WITH_AS(compact::detail::allocating("f", "the panel", 123, []() -> int { throw std::bad_alloc(); }),
                        doctest::Contains("f: cannot allocate the panel (123 bytes): out of memory"), compact::error);
   CHECK(compact::detail::allocating("f", "x", 4, [] { return 7; }) == 7);
-  // (allocate_array's own failure path is exercised by test_allocation_failure.cpp, which fails every operator new
+  // (the allocations' own failure paths are exercised by test_allocation_failure.cpp, which fails every operator new
   // in turn: a real allocation beyond the address space would abort under AddressSanitizer instead of throwing.)
-  // Sizes whose bytes do not fit size_t are refused before any allocation is attempted.
-  CHECK_THROWS_WITH_AS(compact::detail::allocate_array<double>("f", "a huge panel", index_t{1} << 62),
+  // Sizes whose bytes do not fit size_t are refused before any allocation is attempted (checked_bytes, which every
+  // allocation's size goes through: make_matrix, ScratchBuffer's callers).
+  CHECK_THROWS_WITH_AS(compact::detail::checked_bytes<double>("f", "a huge panel", index_t{1} << 62),
                        doctest::Contains("f: a huge panel of 4611686018427387904 elements of 8 bytes exceeds"),
                        compact::error);
-  CHECK_THROWS_WITH_AS(compact::detail::allocate_array<float>("f", "a panel", -1), doctest::Contains("negative"),
+  CHECK_THROWS_WITH_AS(compact::detail::checked_bytes<float>("f", "a panel", -1), doctest::Contains("negative"),
                        compact::error);
 }
 

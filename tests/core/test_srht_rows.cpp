@@ -21,9 +21,6 @@ namespace {
 using compact::index_t;
 namespace detail = compact::detail;
 
-struct Identity {
-  float operator()(float v) const { return v; }
-};
 struct Bf16ToFloat {
   float operator()(std::uint16_t b) const { return compact::fp32_from_bf16_bits(b); }
 };
@@ -206,7 +203,7 @@ void check_rows(index_t batch, index_t n, index_t r, const RunShape& run, Pads p
   const index_t ldx = padded(n, pads.x), ldz = r + 2, ldo = padded(n, pads.out);
   const std::vector<float> x = small_ints(std::size_t(batch * ldx), std::uint64_t(n * 131 + r), 4);
   std::vector<float> z(std::size_t(batch * ldz), 99.0f);
-  run_sketch(d, run, x.data(), ldx, z.data(), ldz, batch, Identity{}, Identity{});
+  run_sketch(d, run, x.data(), ldx, z.data(), ldz, batch, detail::Identity{}, detail::Identity{});
   index_t wrong = 0;
   for (index_t b = 0; b < batch; ++b) {
     for (index_t j = 0; j < ldz; ++j) {
@@ -230,7 +227,7 @@ void check_rows(index_t batch, index_t n, index_t r, const RunShape& run, Pads p
   for (const float beta : {0.0f, -1.0f}) {
     std::vector<float> out = out0;
     const float alpha = beta == 0.0f ? 1.0f : 2.0f;
-    run_unsketch(d, run, g.data(), r, out.data(), ldo, alpha, beta, batch, Identity{}, Identity{});
+    run_unsketch(d, run, g.data(), r, out.data(), ldo, alpha, beta, batch, detail::Identity{}, detail::Identity{});
     wrong = 0;
     for (index_t b = 0; b < batch; ++b) {
       for (index_t k = 0; k < ldo; ++k) {
@@ -320,7 +317,7 @@ TEST_CASE("the row kernels convert through the caller's functors (bf16 bits in a
     }
     const RunShape run{detail::kFwhtMaxLog2, 0, 0, 256, 1 << 16, false};
     run_sketch(rows.d, run, x.data(), n, z.data(), r, batch, Bf16ToFloat{}, Bf16FromFloat{});
-    run_sketch(rows.d, run, xf.data(), n, zf.data(), r, batch, Identity{}, Identity{});
+    run_sketch(rows.d, run, xf.data(), n, zf.data(), r, batch, detail::Identity{}, detail::Identity{});
     index_t wrong = 0;
     for (std::size_t k = 0; k < z.size(); ++k) wrong += z[k] != compact::bf16_bits_from_fp32(zf[k]);
     CHECK_MESSAGE(wrong == 0, "sketch n = " << n);
@@ -334,7 +331,7 @@ TEST_CASE("the row kernels convert through the caller's functors (bf16 bits in a
       outf[k] = float(int(k % 9) - 4);
     }
     run_unsketch(rows.d, run, g.data(), r, out.data(), n, 1.0f, 2.0f, batch, Bf16ToFloat{}, Bf16FromFloat{});
-    run_unsketch(rows.d, run, gv.data(), r, outf.data(), n, 1.0f, 2.0f, batch, Identity{}, Identity{});
+    run_unsketch(rows.d, run, gv.data(), r, outf.data(), n, 1.0f, 2.0f, batch, detail::Identity{}, detail::Identity{});
     wrong = 0;
     for (std::size_t k = 0; k < out.size(); ++k) wrong += out[k] != compact::bf16_bits_from_fp32(outf[k]);
     CHECK_MESSAGE(wrong == 0, "unsketch n = " << n);
@@ -395,7 +392,7 @@ TEST_CASE("the SRHT materialize body writes every entry once with srht_entry, fo
     std::vector<float> p(std::size_t(n * ld), 5.0f);
     detail::host_launch_threads(detail::Launch1d{blocks, 32}, [&](const detail::Thread1d& th) {
       detail::srht_materialize_thread(th, params, sample.data(), detail::PanelRect{0, n, 0, r}, p.data(), ld,
-                                      Identity{});
+                                      detail::Identity{});
     });
     index_t wrong = 0;
     for (index_t i = 0; i < n; ++i) {

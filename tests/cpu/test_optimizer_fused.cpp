@@ -62,7 +62,7 @@ TEST_CASE_TEMPLATE("the fused AdamW kernel body gives the CPU optimizer's M, V a
     const auto s = compact::detail::adamw_step_scalars<float>(o, updates, updates);
     compact::detail::host_launch_threads(kLaunch, [&](const compact::detail::Thread1d& t) {
       compact::detail::adamw_step_body(t, g.data(), mom.data(), var.data(), update.data(), m * r, s,
-                                       compact::detail::SameType{});
+                                       compact::detail::Identity{});
     });
     p.unsketch_grad(compact::detail::as_view<float>(update), compact::detail::as_mutable_view<float>(w_fused),
                     static_cast<float>(-o.lr * o.alpha), static_cast<float>(1.0 - o.lr * o.weight_decay));
@@ -96,7 +96,7 @@ TEST_CASE("the fused SGD kernel body gives the CPU optimizer's momentum buffer a
     opt.step(w);
     compact::detail::host_launch_threads(kLaunch, [&](const compact::detail::Thread1d& t) {
       compact::detail::sgd_step_body(t, g.data(), b.data(), update.data(), m * r, static_cast<float>(o.momentum),
-                                     step == 0, compact::detail::SameType{});
+                                     step == 0, compact::detail::Identity{});
     });
     opt.projector().unsketch_grad(compact::detail::as_view<float>(update),
                                   compact::detail::as_mutable_view<float>(w_fused), static_cast<float>(-o.lr * o.alpha),

@@ -15,7 +15,7 @@
 
 namespace compact_test {
 /// A distribution added the way docs/design.md says ("Adding a distribution or a backend"), here in the test: a tag,
-/// its DistributionTraits (with a shape rule of its own), a CPU engine on ProjectorCore, and the Projector
+/// its DistributionTraits (with a shape rule of its own), a CPU implementation on ProjectorCore, and the Projector
 /// specialization on CpuProjector. P[i][j] = 1 when j = i mod r, else 0 (CountSketch with a fixed hash and signs).
 struct ToyCountSketch {};
 }  // namespace compact_test
@@ -33,10 +33,10 @@ struct DistributionTraits<compact_test::ToyCountSketch> {
 
 namespace detail {
 template <class Scalar>
-class ToyCountSketchEngine : public ProjectorCore {
+class ToyCountSketchImpl : public ProjectorCore {
  public:
   using scalar_type = Scalar;
-  ToyCountSketchEngine(index_t n, index_t r, SketchState state)
+  ToyCountSketchImpl(index_t n, index_t r, SketchState state)
       : ProjectorCore(compact_test::ToyCountSketch{}, "Projector", n, r, state) {}
   static std::size_t workspace_bytes(index_t n, index_t r) {
     check_projector_shape<compact_test::ToyCountSketch>("Projector::workspace_bytes", n, r);
@@ -68,9 +68,9 @@ class ToyCountSketchEngine : public ProjectorCore {
 
 template <class Scalar>
 class Projector<Cpu, compact_test::ToyCountSketch, Scalar>
-    : public detail::CpuProjector<detail::ToyCountSketchEngine<Scalar>> {
+    : public detail::CpuProjector<detail::ToyCountSketchImpl<Scalar>> {
  public:
-  using detail::CpuProjector<detail::ToyCountSketchEngine<Scalar>>::CpuProjector;
+  using detail::CpuProjector<detail::ToyCountSketchImpl<Scalar>>::CpuProjector;
 };
 }  // namespace compact
 
@@ -199,7 +199,7 @@ namespace {
 using Toy = compact::Projector<Cpu, compact_test::ToyCountSketch, float>;
 static_assert(compact_test::has_projector_api<Cpu, compact_test::ToyCountSketch, float>());
 
-TEST_CASE("a distribution added through DistributionTraits and one engine gets the core and the Eigen conveniences") {
+TEST_CASE("a distribution added through DistributionTraits and one implementation gets the core and the Eigen conveniences") {
   // The shape check: the entry spec's rule, then the toy's own, with the same function names as every projector.
   CHECK(compact_test::error_of([] { Toy(16, 17, {}); }) ==
         "compact: Projector: rank r = 17 must satisfy 1 <= r <= n = 16");

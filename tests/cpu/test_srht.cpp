@@ -128,7 +128,6 @@ TEST_CASE("signs and scores are the Philox blocks of rows 0xFFFFFFFF and 0xFFFFF
                       index_t{4095}, index_t{16383}, index_t{1} << 20, (index_t{1} << 32) - 1}) {
       CAPTURE(k);
       CHECK(compact::srht_sign_bit(key, s.window, k) == ref.sign_bit(k));
-      CHECK(compact::srht_sign(key, s.window, k) == (ref.sign_bit(k) ? -1.0f : 1.0f));
       CHECK(compact::srht_score(key, s.window, k) == ref.score(k));
     }
   }
@@ -399,6 +398,34 @@ TEST_CASE("sketch is row by row: a batch, single rows, strided views and every t
     CHECK(std::memcmp(zt.data(), z.data(), sizeof(float) * std::size_t(rows * r)) == 0);
     CHECK(std::memcmp(ut.data(), u_ref.data(), sizeof(float) * std::size_t(rows * n)) == 0);
   }
+  omp_set_num_threads(saved);
+#endif
+}
+
+TEST_CASE("workspace_bytes(n, r) is a pure function of (n, r) and serves every call whatever the thread count") {
+  const std::size_t bytes = SrhtCpu<float>::workspace_bytes(3000, 750);
+  CHECK(bytes == std::size_t{SrhtCpu<float>::kMaxTeam} * 4096 * sizeof(float));  // kMaxTeam buffers of n' = 4096
+  const SrhtCpu<float> proj(3000, 750, kState);
+  const index_t rows = 1000;  // 125 tasks: every thread of the team gets some
+  const RowMatrix<float> x = random_matrix<float>(rows, 3000, 79);
+  const RowMatrix<float> z = proj.sketch(x);
+  std::vector<std::max_align_t> memory(bytes / sizeof(std::max_align_t) + 1);
+#if defined(_OPENMP)
+  const int saved = omp_get_max_threads();
+  for (int threads : {1, 2, 3, 200}) {
+    omp_set_num_threads(threads);
+#else
+  for (int threads : {1}) {
+#endif
+    CAPTURE(threads);
+    CHECK(SrhtCpu<float>::workspace_bytes(3000, 750) == bytes);
+    CHECK(proj.scratch_bytes(rows) <= bytes);
+    RowMatrix<float> zw(rows, 750);
+    proj.sketch(compact::MatrixView<const float>(x.data(), rows, 3000), compact::MatrixView<float>(zw.data(), rows, 750),
+                compact::Workspace{memory.data(), bytes});
+    CHECK(std::memcmp(zw.data(), z.data(), sizeof(float) * std::size_t(rows * 750)) == 0);
+  }
+#if defined(_OPENMP)
   omp_set_num_threads(saved);
 #endif
 }

@@ -4,13 +4,12 @@
 /// library forms from user input goes through here.
 ///
 /// The predicates (`mul_fits`, `add_fits`) are host/device functions that report overflow; the `checked_*`
-/// functions throw compact::error naming the function, the quantity and its operands; `allocate_array` and
-/// `allocating` turn an allocation failure (std::bad_alloc) into compact::error naming what was being allocated.
+/// functions throw compact::error naming the function, the quantity and its operands; `allocating` turns an
+/// allocation failure (std::bad_alloc) into compact::error naming what was being allocated.
 
 #include <cstddef>
 #include <cstdint>
 #include <limits>
-#include <memory>
 #include <new>
 #include <string>
 
@@ -101,15 +100,6 @@ auto allocating(const char* fn, const char* what, std::size_t bytes, F&& allocat
     throw_error(std::string("compact: ") + fn + ": cannot allocate " + what + " (" + std::to_string(bytes) +
                 " bytes): out of memory");
   }
-}
-
-/// An uninitialized array of `count` T (trivially constructible), or compact::error naming `what` when the size
-/// overflows or the allocation fails.
-template <class T>
-std::unique_ptr<T[]> allocate_array(const char* fn, const char* what, index_t count) {
-  const std::size_t bytes = checked_bytes<T>(fn, what, count);
-  return allocating(fn, what, bytes,
-                    [&] { return std::unique_ptr<T[]>(new T[static_cast<std::size_t>(count)]); });  // uninitialized
 }
 
 }  // namespace detail

@@ -77,4 +77,15 @@ COMPACT_HOST_DEVICE inline float fp32_from_fp16_bits(std::uint16_t h) {
   return fp32::from_bits(sign | (biased << 23) | ((m & 0x03FFu) << 13));
 }
 
+namespace detail {
+/// The identity conversion (fp32 -> fp32, or W's type when it is the moments' type): the `convert`/`encode` argument
+/// of the kernel bodies when no conversion is needed.
+struct Identity {
+  template <class T>
+  COMPACT_HOST_DEVICE T operator()(T v) const {
+    return v;
+  }
+};
+}  // namespace detail
+
 }  // namespace compact

@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include "compact/config.hpp"
+#include "compact/core/convert.hpp"
 #include "compact/core/fp32_math.hpp"
 #include "compact/core/grid.hpp"
 #include "compact/core/optimizer_record.hpp"
@@ -147,14 +148,6 @@ COMPACT_HOST_DEVICE inline void sgd_step_body(const Thread1d& t, T* grad, T* b, 
     update[i] = encode(n);
   }
 }
-
-/// The identity `encode` of the step bodies (W's type is the moments' type).
-struct SameType {
-  template <class T>
-  COMPACT_HOST_DEVICE T operator()(T v) const {
-    return v;
-  }
-};
 
 }  // namespace detail
 }  // namespace compact

@@ -87,11 +87,6 @@ COMPACT_HOST_DEVICE inline std::uint32_t srht_sign_bit(const Key2x32& key, std::
   return srht_sign_bit_in(srht_sign_block(key, window, k / kSrhtSignBlockCols), k);
 }
 
-/// d_k as a float, +1 or -1.
-COMPACT_HOST_DEVICE inline float srht_sign(const Key2x32& key, std::uint64_t window, index_t k) {
-  return srht_sign_bit(key, window, k) ? -1.0f : 1.0f;
-}
-
 /// The Philox block holding the scores s_{2 b} and s_{2 b + 1}: block b, row 0xFFFFFFFE.
 COMPACT_HOST_DEVICE inline Words4x32 srht_score_block(const Key2x32& key, std::uint64_t window, index_t b) {
   return philox4x32_10(philox_counter(static_cast<std::uint32_t>(b), kSrhtScoreRow, window), key);

@@ -20,6 +20,7 @@
 
 #include "compact/config.hpp"
 #include "compact/core/block.hpp"
+#include "compact/core/convert.hpp"
 #include "compact/core/dense_panel.hpp"
 #include "compact/core/entries.hpp"
 #include "compact/core/fwht_block.hpp"
@@ -116,11 +117,6 @@ struct SrhtRows {
   index_t r;
   float scale;
   SrhtPlan plan;
-};
-
-/// fp32 -> fp32: the conversion of the two-pass scratch.
-struct Identity {
-  COMPACT_HOST_DEVICE float operator()(float v) const { return v; }
 };
 
 /// Where a chunk kernel reads (sketch) or writes (unsketch_grad) its rows: kDirect, one pass, x or out itself

@@ -24,7 +24,7 @@
 namespace compact {
 namespace detail {
 
-/// The engine of the dense CPU projectors (Gaussian and Rademacher); CpuProjector adds the Eigen conveniences.
+/// The implementation of the dense CPU projectors (Gaussian and Rademacher); CpuProjector adds the Eigen conveniences.
 ///
 /// Class invariant: 1 <= r <= n <= kMaxDim, panel_entries >= 1. P is never held whole unless it is small: `sketch`
 /// generates column panels of P (n x w, w = panel_width()) and `unsketch_grad` row panels (h x r, h =

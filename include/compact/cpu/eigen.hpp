@@ -29,6 +29,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <new>
 
 #include "compact/config.hpp"
@@ -143,9 +144,9 @@ inline int max_threads() {
 #endif
 }
 
-/// The largest thread index + 1 that parallel_tasks(tasks, flops, ...) passes to its body.
-inline int team_size(index_t tasks, double flops) {
-  return uses_team(tasks, flops) ? static_cast<int>(std::min<index_t>(max_threads(), tasks)) : 1;
+/// The largest thread index + 1 that parallel_tasks(tasks, flops, ..., max_team) passes to its body.
+inline int team_size(index_t tasks, double flops, int max_team = std::numeric_limits<int>::max()) {
+  return uses_team(tasks, flops) ? static_cast<int>(std::min<index_t>(std::min(max_threads(), max_team), tasks)) : 1;
 }
 
 /// Runs body(task, thread_index) for task in [0, tasks) on compact's task pool (cpu/task_pool.hpp) with up to
@@ -153,10 +154,11 @@ inline int team_size(index_t tasks, double flops) {
 /// OpenMP region or another call's task, or when `flops` is too small to pay for waking a team. The partition into
 /// tasks never depends on the thread count, and every GEMM issued inside runs single-threaded (the thread's OpenMP
 /// thread count is 1 while body runs, so Eigen's GEMM keeps its one-thread blocking), so results are bitwise identical
-/// for any number of threads. Body must not throw.
+/// for any number of threads. Body must not throw. `max_team` caps the team (a caller with per-thread buffers for at
+/// most that many threads).
 template <class Body>
-void parallel_tasks(index_t tasks, double flops, Body&& body) {
-  const int team = team_size(tasks, flops);
+void parallel_tasks(index_t tasks, double flops, Body&& body, int max_team = std::numeric_limits<int>::max()) {
+  const int team = team_size(tasks, flops, max_team);
   const OneOpenMpThread one_thread;
   if (team > 1) {
     using B = std::remove_reference_t<Body>;

@@ -79,16 +79,17 @@ class CompressedOptimizerBase : public OptimizerCore<Dist, Scalar> {
   /// Rows of M per transfer panel.
   static constexpr index_t kTransferRows = 64;
 
-  /// Everything a step allocates, allocated before it changes anything: the m x r update, the projectors' scratch
-  /// and, at a window change, the next projector and (kTransferFirst) the 64 x n transfer scratch. An allocation
-  /// failure therefore throws compact::error with the optimizer and W untouched, and nothing after it can fail.
+  /// Everything a step allocates, allocated before it changes anything: the m x r update (`with_update`: AdamW's N;
+  /// SGD updates W from its momentum buffer directly), the projectors' scratch and, at a window change, the next
+  /// projector and (kTransferFirst) the 64 x n transfer scratch. An allocation failure therefore throws
+  /// compact::error with the optimizer and W untouched, and nothing after it can fail.
   struct StepScratch {
-    StepScratch(const CompressedOptimizerBase& opt, const char* fn, WindowPolicy policy)
+    StepScratch(const CompressedOptimizerBase& opt, const char* fn, WindowPolicy policy, bool with_update)
         : next_state(opt.schedule_.at(opt.stream_, opt.step_ + 1)),
-          changes(next_state != opt.state()),
+          changes(opt.schedule_.resamples_at(opt.step_ + 1)),  // step_ + 1 < 2^64: check_step_count
           transfers(changes && policy == WindowPolicy::kTransferFirst),
           projector(fn, "the projector scratch", opt.step_scratch_bytes(transfers)),
-          update(make_matrix<Scalar>(fn, "the m x r update", opt.m_, opt.r_)) {
+          update(with_update ? make_matrix<Scalar>(fn, "the m x r update", opt.m_, opt.r_) : RowMatrix<Scalar>()) {
       if (changes) next.emplace(opt.n_, opt.r_, next_state);
       if (transfers) wide = make_matrix<Scalar>(fn, "the transfer scratch", std::min(kTransferRows, opt.m_), opt.n_);
     }
@@ -96,7 +97,7 @@ class CompressedOptimizerBase : public OptimizerCore<Dist, Scalar> {
     bool changes;
     bool transfers;
     ScratchBuffer projector;
-    RowMatrix<Scalar> update;
+    RowMatrix<Scalar> update;           // m x r with_update, else empty
     std::optional<ProjectorType> next;  // P of the next window, when the window changes
     RowMatrix<Scalar> wide;             // kTransferRows x n, when M is transferred
   };
@@ -245,7 +246,7 @@ class CompressedAdamW<Cpu, Dist, Scalar> : public detail::CompressedOptimizerBas
     constexpr const char* fn = "CompressedAdamW::step";
     this->check_weight(fn, w);
     const AdamWOptions& o = options_;
-    typename Base::StepScratch scratch(*this, fn, o.window_policy);
+    typename Base::StepScratch scratch(*this, fn, o.window_policy, true);
     ++this->updates_[0];
     ++this->updates_[1];
     // The per-element math of core/optimizer_math.hpp, which the CUDA optimizer's fused kernel runs too.
@@ -314,11 +315,12 @@ class CompressedSgd<Cpu, Dist, Scalar> : public detail::CompressedOptimizerBase<
   const RowMatrix<Scalar>& momentum_buffer() const { return this->moment_[0]; }
 
   /// One step on w (m x n) from the accumulated Ĝ; then Ĝ is zeroed, the step counted and the window policy
-  /// applied if the window changes (kTransferFirst transfers B).
+  /// applied if the window changes (kTransferFirst transfers B). Scratch: the projector's and, at a window change,
+  /// the next projector (and 64 x n for kTransferFirst), allocated before anything changes.
   void step(MatrixView<Scalar> w) {
     constexpr const char* fn = "CompressedSgd::step";
     this->check_weight(fn, w);
-    typename Base::StepScratch scratch(*this, fn, options_.window_policy);
+    typename Base::StepScratch scratch(*this, fn, options_.window_policy, false);
     RowMatrix<Scalar>& B = this->moment_[0];
     const bool first = this->updates_[0] == 0;
     const Scalar momentum = static_cast<Scalar>(options_.momentum);

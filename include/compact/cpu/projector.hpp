@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 #pragma once
-/// CpuProjector<Engine>: the CPU projectors' public face, written once for every distribution. It adds to an engine
-/// (the MatrixView operations of one distribution) the Eigen conveniences and the static workspace query.
+/// CpuProjector<Impl>: the CPU projectors' public face, written once for every distribution. It adds to an
+/// implementation (the MatrixView operations of one distribution) the Eigen conveniences and the static workspace query.
 
 #include <cstddef>
 
@@ -14,28 +14,29 @@
 namespace compact {
 namespace detail {
 
-/// A CPU projector: the distribution's engine plus the Eigen conveniences. Projector<Cpu, Dist, Scalar> derives
-/// from CpuProjector<its engine>, so a new distribution writes only its engine (cpu/<dist>_projector.hpp).
+/// A CPU projector: the distribution's implementation plus the Eigen conveniences. Projector<Cpu, Dist, Scalar>
+/// derives from CpuProjector<its implementation>, so a new distribution writes only its implementation
+/// (cpu/<dist>_projector.hpp). ("Engine" is the GEMM's word, cpu/gemm_engine.hpp.)
 ///
-/// The engine derives from ProjectorCore (n, r, state, the shape check, in_dim/rank/state) and provides, with
+/// The implementation derives from ProjectorCore (n, r, state, the shape check, in_dim/rank/state) and provides, with
 /// Scalar = its `scalar_type` and compute_t<Scalar> for alpha and beta:
-///   Engine(index_t n, index_t r, SketchState state, ...);
+///   Impl(index_t n, index_t r, SketchState state, ...);
 ///   static std::size_t workspace_bytes(index_t n, index_t r);     // a Workspace every call can take; no device
 ///   std::size_t scratch_bytes(index_t rows) const;                // what one call of `rows` rows takes
 ///   void sketch(MatrixView<const Scalar> x, MatrixView<Scalar> z) const;                 (and with a Workspace)
 ///   void unsketch_grad(MatrixView<const Scalar> g, MatrixView<Scalar> out, compute_t<Scalar> alpha = 1,
 ///                      compute_t<Scalar> beta = 0) const;                               (and with a Workspace)
 ///   void materialize(MatrixView<Scalar> p) const;
-template <class Engine>
-class CpuProjector : public Engine {
+template <class Impl>
+class CpuProjector : public Impl {
  public:
-  using Scalar = typename Engine::scalar_type;
+  using Scalar = typename Impl::scalar_type;
   using Compute = compute_t<Scalar>;
 
-  using Engine::Engine;
-  using Engine::materialize;
-  using Engine::sketch;
-  using Engine::unsketch_grad;
+  using Impl::Impl;
+  using Impl::materialize;
+  using Impl::sketch;
+  using Impl::unsketch_grad;
 
   /// z = x P by value. x: B x n (any Eigen row-major expression that binds to a Ref).
   RowMatrix<Scalar> sketch(const Eigen::Ref<const RowMatrix<Scalar>>& x) const {

@@ -27,7 +27,7 @@ namespace detail {
 
 static_assert(kFwhtMaxLength >= kSrhtMaxPaddedDim, "the CPU FWHT must reach the SRHT's longest padded row");
 
-/// The engine of the SRHT projector on the CPU (entry spec v1): P = D H S / sqrt(r), P[i][j] = d_i (-1)^popcount(i &
+/// The implementation of the SRHT projector on the CPU (entry spec v1): P = D H S / sqrt(r), P[i][j] = d_i (-1)^popcount(i &
 /// S_j) / sqrt(r).
 ///
 /// n' = next_pow2(n); d (signs), S (the column sample, r ascending indices below n') and the fp32 scale
@@ -35,8 +35,8 @@ static_assert(kFwhtMaxLength >= kSrhtMaxPaddedDim, "the CPU FWHT must reach the 
 /// O(n' log n'): x . d zero-padded to n' and transformed in a length-n' buffer (the product formed by the FWHT's
 /// first pass, cpu/srht_rows.hpp), then S gathered and scaled. `unsketch_grad` is
 /// the exact adjoint: scatter g into S of a zeroed buffer, fwht, multiply by d and the scale, drop the padding.
-/// Rows run in parallel (detail::parallel_tasks, a fixed partition into tasks of kRowsPerTask rows); each thread
-/// uses one buffer of n' Scalars (scratch_bytes_per_thread()), allocated per call before the team starts or lent by
+/// Rows run in parallel (detail::parallel_tasks, a fixed partition into tasks of kRowsPerTask rows, on at most
+/// kMaxTeam threads); each thread uses one buffer of n' Scalars (scratch_bytes_per_thread()), allocated per call before the team starts or lent by
 /// the caller (the overloads that take a Workspace of scratch_bytes(rows) or workspace_bytes(n, r)), and nothing else
 /// is allocated per row. Each row's
 /// result is a fixed sequence of IEEE operations, so results are bitwise identical for every thread count.
@@ -52,6 +52,9 @@ class SrhtCpuProjector : public ProjectorCore {
 
   /// Rows of x (sketch) or g (unsketch_grad) per parallel task.
   static constexpr index_t kRowsPerTask = 8;
+  /// Most threads one call runs on: each needs its own transform buffer, and workspace_bytes(n, r), a pure function of
+  /// (n, r), holds this many (on a machine with more threads a call leaves the others idle).
+  static constexpr int kMaxTeam = 64;
   /// sketch writes z with streaming stores from this size of z up (larger than the L2 caches of two cores).
   static constexpr std::size_t kStreamBytes = std::size_t{4} << 20;
 
@@ -88,19 +91,20 @@ class SrhtCpuProjector : public ProjectorCore {
   /// Scratch each thread uses during sketch/unsketch_grad: one buffer of n' Scalars.
   std::size_t scratch_bytes_per_thread() const { return static_cast<std::size_t>(padded_) * sizeof(Scalar); }
 
-  /// Bytes of the Workspace every sketch and unsketch_grad of a projector of shape (n, r) can take while the thread
-  /// count (omp_get_max_threads()) does not grow: one transform buffer of n' Scalars (rounded up to 64 bytes) per
-  /// thread. Needs no projector and no device, as on every backend.
+  /// Bytes of the Workspace every sketch and unsketch_grad of a projector of shape (n, r) can take, whatever the
+  /// thread count: one transform buffer of n' Scalars (rounded up to 64 bytes) for each of at most kMaxTeam threads
+  /// (1 MiB at n' = 4096 in float). A pure function of (n, r): needs no projector and no device, as on every backend.
   static std::size_t workspace_bytes(index_t n, index_t r) {
     check_projector_shape<Srht>("Projector::workspace_bytes", n, r);
-    return static_cast<std::size_t>(max_threads()) * buffer_stride(next_pow2(n));
+    return static_cast<std::size_t>(kMaxTeam) * buffer_stride(next_pow2(n));
   }
 
   /// Bytes of Workspace one sketch or unsketch_grad of `rows` rows takes: one transform buffer per thread the call
-  /// runs on (at most workspace_bytes(n, r)). The per-call query the optimizers use.
+  /// runs on (at most kMaxTeam, so at most workspace_bytes(n, r)). The per-call query the optimizers use.
   std::size_t scratch_bytes(index_t rows) const {
     const index_t tasks = (rows + kRowsPerTask - 1) / kRowsPerTask;
-    return static_cast<std::size_t>(detail::team_size(tasks, transform_flops(rows))) * buffer_stride(padded_);
+    return static_cast<std::size_t>(detail::team_size(tasks, transform_flops(rows), kMaxTeam)) *
+           buffer_stride(padded_);
   }
 
   /// z = x P. x: B x n, z: B x r (row-major, any row strides, z must not overlap x). Allocates scratch_bytes(B)
@@ -173,11 +177,14 @@ class SrhtCpuProjector : public ProjectorCore {
   void for_each_row(index_t rows, const Workspace& scratch, RowFn&& row_fn) const {
     const CpuIsa isa = active_cpu_isa();
     const index_t tasks = (rows + kRowsPerTask - 1) / kRowsPerTask;
-    detail::parallel_tasks(tasks, transform_flops(rows), [&](index_t t, int thread) {
-      Scalar* buf = thread_buffer(scratch, thread);
-      const index_t end = (t + 1) * kRowsPerTask < rows ? (t + 1) * kRowsPerTask : rows;
-      for (index_t row = t * kRowsPerTask; row < end; ++row) row_fn(row, buf, isa);
-    });
+    detail::parallel_tasks(
+        tasks, transform_flops(rows),
+        [&](index_t t, int thread) {
+          Scalar* buf = thread_buffer(scratch, thread);
+          const index_t end = (t + 1) * kRowsPerTask < rows ? (t + 1) * kRowsPerTask : rows;
+          for (index_t row = t * kRowsPerTask; row < end; ++row) row_fn(row, buf, isa);
+        },
+        kMaxTeam);
   }
 
   void sketch_unchecked(const MatrixView<const Scalar>& x, const MatrixView<Scalar>& z,
