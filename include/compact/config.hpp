@@ -14,6 +14,8 @@
     "compact: compiled with -ffast-math (or nvcc --use_fast_math); the bit-exact entry specification forbids it. Remove the flag for translation units that include compact."
 #endif
 
+/// The library's version, in this one place: CMakeLists.txt reads it for project(VERSION) and the package's
+/// compactConfigVersion.cmake.
 #define COMPACT_VERSION_MAJOR 0
 #define COMPACT_VERSION_MINOR 1
 #define COMPACT_VERSION_PATCH 0
