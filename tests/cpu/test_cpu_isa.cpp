@@ -228,8 +228,8 @@ TEST_CASE_TEMPLATE("the SRHT gather with streaming stores writes the bits of the
 // One compile-time switch for every vector path: with it off, neither generation nor the FWHT compiled one.
 static_assert(COMPACT_DETAIL_HAS_X86_PATHS == 0, "COMPACT_DISABLE_SIMD must turn off the x86 vector paths");
 static_assert(COMPACT_DETAIL_AVX512_COMPILED == 0, "COMPACT_DISABLE_SIMD must turn off the AVX-512 kernels");
-#if defined(COMPACT_DETAIL_TARGET_AVX2) || defined(COMPACT_DETAIL_TARGET_AVX) || defined(COMPACT_DETAIL_TARGET_AVX512)
-#error "COMPACT_DISABLE_SIMD must leave no target attribute defined"
+#if defined(COMPACT_DETAIL_TARGET_AVX) || defined(COMPACT_DETAIL_BEGIN_AVX2) || defined(COMPACT_DETAIL_BEGIN_AVX512)
+#error "COMPACT_DISABLE_SIMD must leave no target attribute or target region defined"
 #endif
 
 TEST_CASE_TEMPLATE("under COMPACT_DISABLE_SIMD a request for a vector path runs the scalar generator and FWHT", T,
