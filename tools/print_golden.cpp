@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-/// Prints the golden-value table of docs/spec.md (and tests/core/golden.cpp) from the reference entry functions.
+/// Prints the golden-value table of docs/spec.md (and tests/core/golden.cpp) from the reference entry functions, and
+/// every distribution of compact::Distributions with its record code and materialized entries.
 #include <compact/compact.hpp>
 
 #include <cstdio>
@@ -52,6 +53,27 @@ void print_srht() {
     }
   }
 }
+/// Every distribution of compact::Distributions: its record code (the checkpoint record's distribution field) and
+/// P[i][j] at the same (i, j) as the tables above, from its CPU projector's materialize() (a new distribution added to
+/// the list is printed here without an edit).
+void print_distributions() {
+  std::printf("distributions (compact::Distributions): name, record code\n");
+  compact::detail::for_each_type(compact::Distributions{}, [](auto dist) {
+    using Traits = compact::DistributionTraits<decltype(dist)>;
+    std::printf("  %-12s %u\n", Traits::kName, Traits::kRecordCode);
+  });
+  for (const Case& c : kCases) {
+    std::printf("P[i][j] bits, state seed=0x%016llx n=%lld r=%lld\n", static_cast<unsigned long long>(c.state.seed),
+                static_cast<long long>(c.n), static_cast<long long>(c.r));
+    compact::detail::for_each_type(compact::Distributions{}, [&](auto dist) {
+      using Dist = decltype(dist);
+      const compact::RowMatrix<float> p = compact::Projector<compact::Cpu, Dist, float>(c.n, c.r, c.state).materialize();
+      std::printf("  %-12s", compact::DistributionTraits<Dist>::kName);
+      for (const auto& ij : kAt) std::printf(" %08x", compact::fp32::bits_of(p(ij[0], ij[1])));
+      std::printf("\n");
+    });
+  }
+}
 }  // namespace
 
 int main() {
@@ -70,4 +92,5 @@ int main() {
     }
   }
   print_srht();
+  print_distributions();
 }

@@ -444,7 +444,7 @@ RunResult train_one(const Options& o, const Corpus& corpus, bool print) {
   setup.shared = o.sharing == "shared";
   setup.counter = &counter;
   setup.head_counter = &head_counter;
-  setup.config.dist = ct::parse_dist(o.dist);
+  setup.config.dist = o.dist;
   setup.config.optimizer = ct::OptimizerKind::kAdamW;
   setup.config.schedule = compact::Schedule(o.seed, std::uint64_t(o.period));
   setup.config.adamw.lr = o.lr;

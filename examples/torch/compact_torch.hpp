@@ -42,21 +42,6 @@ class SavedBytesCounter {
   std::uint64_t bytes_ = 0;
 };
 
-/// Which distribution P has (chosen at run time; each maps to a compact tag type).
-enum class Dist { kGaussian, kRademacher, kSrht };
-
-inline Dist parse_dist(const std::string& s) {
-  if (s == "gaussian") return Dist::kGaussian;
-  if (s == "rademacher") return Dist::kRademacher;
-  if (s == "srht") return Dist::kSrht;
-  COMPACT_REQUIRE(false, "dist = '" << s << "' is not one of gaussian, rademacher, srht");
-  return Dist::kGaussian;
-}
-
-inline const char* dist_name(Dist d) {
-  return d == Dist::kGaussian ? "gaussian" : d == Dist::kRademacher ? "rademacher" : "srht";
-}
-
 /// Which compressed optimizer updates the weight.
 enum class OptimizerKind { kAdamW, kSgd };
 
@@ -119,26 +104,24 @@ std::unique_ptr<CompressedOptimizer> make_for(OptimizerKind kind, index_t m, ind
 
 /// Hyperparameters of a compressed layer's optimizer.
 struct CompressedConfig {
-  Dist dist = Dist::kGaussian;
+  /// The distribution of P by name: any of compact::Distributions ("gaussian", "rademacher", "srht"; case ignored).
+  std::string dist = "gaussian";
   OptimizerKind optimizer = OptimizerKind::kAdamW;
   compact::Schedule schedule{0, 50};
   compact::AdamWOptions adamw{};
   compact::SgdOptions sgd{};
 };
 
-/// A compressed optimizer for an m x n weight at rank r on `stream`.
+/// A compressed optimizer for an m x n weight at rank r on `stream`; compact::error when c.dist names no
+/// distribution. The name is turned into a tag by compact::visit_distribution, so every distribution of the library
+/// is available here without naming it.
 inline std::unique_ptr<CompressedOptimizer> make_compressed_optimizer(const CompressedConfig& c, index_t m, index_t n,
                                                                       index_t r, std::uint64_t stream) {
-  switch (c.dist) {
-    case Dist::kGaussian:
-      return detail::make_for<compact::Gaussian>(c.optimizer, m, n, r, c.schedule, stream, c.adamw, c.sgd);
-    case Dist::kRademacher:
-      return detail::make_for<compact::Rademacher>(c.optimizer, m, n, r, c.schedule, stream, c.adamw, c.sgd);
-    case Dist::kSrht:
-      return detail::make_for<compact::Srht>(c.optimizer, m, n, r, c.schedule, stream, c.adamw, c.sgd);
-  }
-  COMPACT_REQUIRE(false, "make_compressed_optimizer: unknown dist");
-  return nullptr;
+  std::unique_ptr<CompressedOptimizer> optimizer;
+  compact::visit_distribution(c.dist, [&](auto dist) {
+    optimizer = detail::make_for<decltype(dist)>(c.optimizer, m, n, r, c.schedule, stream, c.adamw, c.sgd);
+  });
+  return optimizer;
 }
 
 /// A linear layer (or a stack of sibling linears sharing one input) trained in the compressed space.

@@ -14,7 +14,7 @@ using compact::index_t;
 
 namespace {
 
-ct::CompressedConfig sgd_config(ct::Dist dist, std::uint64_t period, compact::WindowPolicy policy) {
+ct::CompressedConfig sgd_config(const std::string& dist, std::uint64_t period, compact::WindowPolicy policy) {
   ct::CompressedConfig c;
   c.dist = dist;
   c.optimizer = ct::OptimizerKind::kSgd;
@@ -85,7 +85,7 @@ TEST_CASE("with r = n and an orthogonal SRHT P, CompressedSgd trains exactly lik
   // rounding only: each step adds ~1e-7 relative, 40 steps stay far below 1e-4.
   const index_t n = 32, m = 8;
   const Problem p = make_problem(n, m);
-  ct::CompressedLinear layer(p.w0, false, n, 1, sgd_config(ct::Dist::kSrht, 5, compact::WindowPolicy::kTransferFirst));
+  ct::CompressedLinear layer(p.w0, false, n, 1, sgd_config("srht", 5, compact::WindowPolicy::kTransferFirst));
   torch::Tensor w_ref = p.w0.clone().requires_grad_(true);
   torch::optim::SGD sgd({w_ref}, torch::optim::SGDOptions(0.05).momentum(0.9));
   double loss = 0, loss_ref = 0;
@@ -112,7 +112,7 @@ TEST_CASE("with r = n and an orthogonal SRHT P, the window policy kKeep loses th
   // must drift away from SGD's (by far more than rounding) once a window has changed.
   const index_t n = 32, m = 8;
   const Problem p = make_problem(n, m);
-  ct::CompressedLinear layer(p.w0, false, n, 1, sgd_config(ct::Dist::kSrht, 5, compact::WindowPolicy::kKeep));
+  ct::CompressedLinear layer(p.w0, false, n, 1, sgd_config("srht", 5, compact::WindowPolicy::kKeep));
   torch::Tensor w_ref = p.w0.clone().requires_grad_(true);
   torch::optim::SGD sgd({w_ref}, torch::optim::SGDOptions(0.05).momentum(0.9));
   for (int step = 0; step < 12; ++step) {
@@ -170,7 +170,7 @@ TEST_CASE("with r = n and an orthogonal SRHT P, CompressedAdamW is AdamW on U = 
   const index_t n = 32, m = 8;
   const Problem p = make_problem(n, m);
   ct::CompressedConfig c;
-  c.dist = ct::Dist::kSrht;
+  c.dist = "srht";
   c.schedule = compact::Schedule(42, 0);
   c.adamw.lr = 1e-2;
   c.adamw.alpha = 1.0;
@@ -214,7 +214,7 @@ TEST_CASE("two micro-batches accumulate into one compressed step equal to torch'
   // relative after 12 steps), and the split run must also match the one-call run to GEMM rounding (1e-5).
   const index_t n = 32, m = 6;
   const Problem p = make_problem(n, m);
-  const ct::CompressedConfig c = sgd_config(ct::Dist::kSrht, 4, compact::WindowPolicy::kTransferFirst);
+  const ct::CompressedConfig c = sgd_config("srht", 4, compact::WindowPolicy::kTransferFirst);
   ct::CompressedLinear whole(p.w0, false, n, 3, c), split(p.w0, false, n, 3, c);
   torch::Tensor w_ref = p.w0.clone().requires_grad_(true);
   torch::optim::SGD sgd({w_ref}, torch::optim::SGDOptions(0.05).momentum(0.9));

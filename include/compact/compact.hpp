@@ -15,6 +15,7 @@
 #include "compact/core/workspace.hpp"
 #include "compact/core/entries.hpp"
 #include "compact/core/srht.hpp"
+#include "compact/core/distributions.hpp"
 #include "compact/core/convert.hpp"
 #include "compact/core/grid.hpp"
 #include "compact/core/block.hpp"

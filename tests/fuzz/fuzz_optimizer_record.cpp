@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-/// Fuzzes CompressedAdamW / CompressedSgd load_state. Byte 0 picks the optimizer (kind x distribution x scalar,
+/// Fuzzes CompressedAdamW / CompressedSgd load_state. Byte 0 picks the optimizer (kind x distribution of
+/// compact::Distributions x scalar,
 /// shapes fixed at m = 3, n = 10, r = 4, Schedule(7, 2), stream 1); the rest is the record. Properties:
 ///   - a refused record throws compact::error and leaves the optimizer exactly as it was;
 ///   - an accepted record is byte for byte what save_state() then returns;
@@ -74,19 +75,12 @@ void run_dist(std::uint8_t config, const std::uint8_t* record, std::size_t size)
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (size == 0) return 0;
-  const std::uint8_t config = data[0] % 12;  // bit 0: SGD, bit 1: double, config / 4: distribution
+  // bit 0: SGD, bit 1: double, config / 4: the distribution's position in compact::Distributions.
+  const std::size_t config = data[0] % (4 * compact::Distributions::kSize);
   const std::uint8_t* record = data + 1;
   const std::size_t record_size = size - 1;
-  switch (config / 4) {
-    case 0:
-      run_dist<compact::Gaussian>(config, record, record_size);
-      break;
-    case 1:
-      run_dist<compact::Rademacher>(config, record, record_size);
-      break;
-    default:
-      run_dist<compact::Srht>(config, record, record_size);
-      break;
-  }
+  compact::detail::visit_type_at(compact::Distributions{}, config / 4, [&](auto dist) {
+    run_dist<decltype(dist)>(static_cast<std::uint8_t>(config), record, record_size);
+  });
   return 0;
 }

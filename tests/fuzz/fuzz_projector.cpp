@@ -197,14 +197,16 @@ void check_projector(const Proj& proj, const Params& p) {
 
 template <class Dist, class Scalar>
 void run(const Params& p) {
-  if constexpr (std::is_same_v<Dist, compact::Srht>) {
-    const compact::Projector<compact::Cpu, Dist, Scalar> proj(p.n, p.r, p.state);
-    check_projector<Dist, Scalar>(proj, p);
-  } else {
-    // The fuzzed panel budget (often several panels, ragged) and the default one (one panel at these sizes).
-    const compact::Projector<compact::Cpu, Dist, Scalar> small(p.n, p.r, p.state, p.budget), whole(p.n, p.r, p.state);
+  using P = compact::Projector<compact::Cpu, Dist, Scalar>;
+  if constexpr (std::is_constructible_v<P, index_t, index_t, compact::SketchState, index_t>) {
+    // A panel budget (the dense projectors): the fuzzed one (often several panels, ragged) and the default one (one
+    // panel at these sizes).
+    const P small(p.n, p.r, p.state, p.budget), whole(p.n, p.r, p.state);
     COMPACT_FUZZ_REQUIRE(small.materialize() == whole.materialize(), "P depends on the panel budget");
     check_projector<Dist, Scalar>(small, p);
+  } else {
+    const P proj(p.n, p.r, p.state);
+    check_projector<Dist, Scalar>(proj, p);
   }
 }
 
@@ -212,7 +214,8 @@ void run(const Params& p) {
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   compact_fuzz::Input in(data, size);
-  const int kind = in.u8() % 6;  // distribution (kind / 2) and scalar (kind % 2: double)
+  // The distribution (kind / 2: its position in compact::Distributions) and the scalar (kind % 2: double).
+  const std::size_t kind = in.u8() % (2 * compact::Distributions::kSize);
   Params p{};
   p.n = 1 + in.u16() % 256;
   p.r = 1 + in.u16() % p.n;
@@ -229,25 +232,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   p.alpha_beta = in.u8() % 9;
   p.mode = in.u8() % 8;  // 1, 2, 3: malformed calls; otherwise valid
   p.m = 1 + in.u8() % 40;
-  switch (kind) {
-    case 0:
-      run<compact::Gaussian, float>(p);
-      break;
-    case 1:
-      run<compact::Gaussian, double>(p);
-      break;
-    case 2:
-      run<compact::Rademacher, float>(p);
-      break;
-    case 3:
-      run<compact::Rademacher, double>(p);
-      break;
-    case 4:
-      run<compact::Srht, float>(p);
-      break;
-    default:
-      run<compact::Srht, double>(p);
-      break;
-  }
+  compact::detail::visit_type_at(compact::Distributions{}, kind / 2, [&](auto dist) {
+    if (kind % 2 == 0) {
+      run<decltype(dist), float>(p);
+    } else {
+      run<decltype(dist), double>(p);
+    }
+  });
   return 0;
 }

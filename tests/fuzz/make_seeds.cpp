@@ -3,6 +3,7 @@
 /// The seeds are valid inputs of every kind plus a few near misses; libFuzzer mutates from there.
 #include <compact/compact.hpp>
 
+#include <cctype>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
@@ -139,27 +140,26 @@ int main(int argc, char** argv) {
   }
   const std::filesystem::path root(argv[1]);
   state_seeds(root / "state");
-  const char* dists[3] = {"gaussian", "rademacher", "srht"};
-  for (int config = 0; config < 12; ++config) {
-    const std::string name =
-        std::string((config & 1) ? "sgd_" : "adamw_") + dists[config / 4] + ((config & 2) ? "_double" : "_float");
-    const std::filesystem::path dir = root / "optimizer_record";
-    const bool dbl = (config & 2) != 0;
-    switch (config / 4) {
-      case 0:
-        dbl ? optimizer_seeds<compact::Gaussian, double>(dir, config, name)
-            : optimizer_seeds<compact::Gaussian, float>(dir, config, name);
-        break;
-      case 1:
-        dbl ? optimizer_seeds<compact::Rademacher, double>(dir, config, name)
-            : optimizer_seeds<compact::Rademacher, float>(dir, config, name);
-        break;
-      default:
-        dbl ? optimizer_seeds<compact::Srht, double>(dir, config, name)
-            : optimizer_seeds<compact::Srht, float>(dir, config, name);
-        break;
+  // Byte 0 of an optimizer_record input: bit 0 SGD, bit 1 double, config / 4 the distribution's position in
+  // compact::Distributions (fuzz_optimizer_record.cpp); the file names use the distribution's name in lower case.
+  std::size_t position = 0;
+  compact::detail::for_each_type(compact::Distributions{}, [&](auto dist) {
+    using Dist = decltype(dist);
+    std::string lower = compact::DistributionTraits<Dist>::kName;
+    for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    for (int bits = 0; bits < 4; ++bits) {
+      const int config = static_cast<int>(4 * position) + bits;
+      const std::string name =
+          std::string((config & 1) ? "sgd_" : "adamw_") + lower + ((config & 2) ? "_double" : "_float");
+      const std::filesystem::path dir = root / "optimizer_record";
+      if (config & 2) {
+        optimizer_seeds<Dist, double>(dir, config, name);
+      } else {
+        optimizer_seeds<Dist, float>(dir, config, name);
+      }
     }
-  }
+    ++position;
+  });
   projector_seeds(root / "projector");
   std::printf("seeds written under %s\n", root.c_str());
   return 0;

@@ -14,8 +14,7 @@
 
 #include "compact/config.hpp"
 #include "compact/core/checked_size.hpp"
-#include "compact/core/entries.hpp"  // DistributionTraits<Gaussian>, <Rademacher>
-#include "compact/core/srht.hpp"     // DistributionTraits<Srht>
+#include "compact/core/distributions.hpp"  // DistributionTraits of every distribution, distribution_name
 #include "compact/core/state.hpp"
 #include "compact/core/tags.hpp"
 
@@ -73,10 +72,6 @@ template <class Dist>
 constexpr std::uint32_t distribution_code() {
   static_assert(is_distribution<Dist>, "compact::detail::distribution_code: Dist must be a distribution tag");
   return DistributionTraits<Dist>::kRecordCode;
-}
-/// The name of a record's distribution code, for messages (a record may carry a code no distribution has).
-inline const char* distribution_name(std::uint32_t code) {
-  return code == 1 ? "Gaussian" : code == 2 ? "Rademacher" : code == 3 ? "Srht" : "unknown";
 }
 
 /// Writes v (float or double) at p as its little-endian bit pattern.

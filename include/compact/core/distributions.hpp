@@ -1,0 +1,113 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+/// The library's distributions as one type list, and what iterates over it: names, record codes, run-time dispatch.
+///
+/// `Distributions` is the one place that enumerates the distributions. Whatever must handle each of them by a value
+/// known only at run time — a binding choosing P by name (examples/torch, compact_torch), a fuzzer choosing one by a
+/// byte, the checkpoint record's messages (distribution_name), the golden-value printer — iterates over this list
+/// instead of spelling the three names again, so a new distribution reaches all of them by being added here. What a
+/// distribution is, it says itself, next to its entry specification: its tag and DistributionTraits (core/tags.hpp).
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "compact/core/entries.hpp"  // Gaussian, Rademacher and their DistributionTraits
+#include "compact/core/srht.hpp"     // Srht and its DistributionTraits
+#include "compact/core/tags.hpp"
+
+namespace compact {
+
+/// A list of types.
+template <class... Ts>
+struct TypeList {
+  static constexpr std::size_t kSize = sizeof...(Ts);
+};
+
+/// Every distribution of the library, in record-code order (the order the fuzzers' selector bytes and the bindings'
+/// listings follow).
+using Distributions = TypeList<Gaussian, Rademacher, Srht>;
+
+namespace detail {
+
+/// Calls f(T{}) for every T of the list, in order.
+template <class... Ts, class F>
+void for_each_type(TypeList<Ts...>, F&& f) {
+  (f(Ts{}), ...);
+}
+
+/// Calls f(T{}) for the type at position `index` of the list; false (and no call) when index >= the list's size.
+template <class... Ts, class F>
+bool visit_type_at(TypeList<Ts...>, std::size_t index, F&& f) {
+  std::size_t position = 0;
+  bool found = false;
+  ((position++ == index ? (f(Ts{}), found = true) : false), ...);
+  return found;
+}
+
+/// True when a and b are equal ignoring ASCII case.
+inline bool equal_ignoring_case(const char* a, const std::string& b) {
+  std::size_t i = 0;
+  for (; a[i] != '\0' && i < b.size(); ++i) {
+    const char x = a[i] >= 'A' && a[i] <= 'Z' ? static_cast<char>(a[i] - 'A' + 'a') : a[i];
+    const char y = b[i] >= 'A' && b[i] <= 'Z' ? static_cast<char>(b[i] - 'A' + 'a') : b[i];
+    if (x != y) return false;
+  }
+  return a[i] == '\0' && i == b.size();
+}
+
+/// Whether the record codes and names of a list are pairwise distinct (checked at compile time for Distributions).
+template <class... Ts>
+constexpr bool distinct_record_codes(TypeList<Ts...>) {
+  const std::uint32_t codes[] = {DistributionTraits<Ts>::kRecordCode..., 0u};
+  for (std::size_t i = 0; i < sizeof...(Ts); ++i) {
+    if (codes[i] == 0) return false;  // 0 is no distribution's code
+    for (std::size_t j = 0; j < i; ++j) {
+      if (codes[i] == codes[j]) return false;
+    }
+  }
+  return true;
+}
+static_assert(distinct_record_codes(Distributions{}), "compact::Distributions: record codes must be distinct and > 0");
+
+/// The name of a record's distribution code (DistributionTraits<D>::kName), or "unknown" (a record may carry a code
+/// no distribution has).
+template <class List = Distributions>
+const char* distribution_name(std::uint32_t code) {
+  const char* name = "unknown";
+  for_each_type(List{}, [&](auto dist) {
+    using D = decltype(dist);
+    if (DistributionTraits<D>::kRecordCode == code) name = DistributionTraits<D>::kName;
+  });
+  return name;
+}
+
+/// The names of a list's distributions, separated by `separator` (for messages: "Gaussian, Rademacher, Srht").
+template <class List = Distributions>
+std::string distribution_names(const char* separator = ", ") {
+  std::string all;
+  for_each_type(List{}, [&](auto dist) {
+    if (!all.empty()) all += separator;
+    all += DistributionTraits<decltype(dist)>::kName;
+  });
+  return all;
+}
+
+}  // namespace detail
+
+/// Calls f(Dist{}) for the distribution of `List` whose name (DistributionTraits<Dist>::kName) equals `name`
+/// ignoring ASCII case ("srht", "Srht"); throws compact::error naming `name` and the choices when there is none.
+/// How a binding turns a run-time name into a compile-time tag: f is instantiated for every distribution.
+template <class List = Distributions, class F>
+void visit_distribution(const std::string& name, F&& f) {
+  bool found = false;
+  detail::for_each_type(List{}, [&](auto dist) {
+    if (!found && detail::equal_ignoring_case(DistributionTraits<decltype(dist)>::kName, name)) {
+      found = true;
+      f(dist);
+    }
+  });
+  COMPACT_REQUIRE(found, "distribution '" << name << "' is not one of " << detail::distribution_names<List>());
+}
+
+}  // namespace compact
