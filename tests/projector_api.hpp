@@ -2,8 +2,9 @@
 #pragma once
 /// The API every Projector<Backend, Dist, Scalar> shares (core/projector_fwd.hpp), as one generic check that the CPU
 /// test instantiates for every CPU projector and the CUDA test, compiled by nvcc, for every CUDA projector (and for
-/// the CPU ones again, in the same translation unit). Compile-time signatures, plus the run-time properties that need
-/// no device: the workspace query and the shape check.
+/// the CPU ones again, in the same translation unit). Compile-time signatures — the shared API and, per backend,
+/// everything that backend's optimizers call on a projector — plus the run-time properties that need no device: the
+/// workspace query and the shape check.
 
 #include <compact/compact.hpp>
 
@@ -49,6 +50,20 @@ constexpr bool has_projector_api() {
   (void)in;
   (void)out;
   static_assert(!std::is_default_constructible_v<P>, "a projector always has a shape");
+  if constexpr (std::is_same_v<Backend, compact::Cpu>) {
+    // What the CPU optimizers (cpu/optimizer.hpp) call besides the shared API: the constructor of a window's P, the
+    // per-call workspace query and the overloads that take a lent Workspace (a step allocates everything up front).
+    static_assert(std::is_constructible_v<P, index_t, index_t, compact::SketchState>);
+    static_assert(std::is_same_v<decltype(p().scratch_bytes(index_t{1})), std::size_t>);
+    static_assert(std::is_same_v<decltype(p().sketch(in(), out(), compact::Workspace{})), void>);
+    static_assert(
+        std::is_same_v<decltype(p().unsketch_grad(in(), out(), Only<C>{}, Only<C>{}, compact::Workspace{})), void>);
+    // And the Eigen conveniences users call on optimizer.projector().
+    using M = compact::RowMatrix<Scalar>;
+    static_assert(std::is_same_v<decltype(p().sketch(std::declval<const M&>())), M>);
+    static_assert(std::is_same_v<decltype(p().unsketch_grad(std::declval<const M&>())), M>);
+    static_assert(std::is_same_v<decltype(p().materialize()), M>);
+  }
   return true;
 }
 

@@ -67,7 +67,8 @@ void print_distributions() {
                 static_cast<long long>(c.n), static_cast<long long>(c.r));
     compact::detail::for_each_type(compact::Distributions{}, [&](auto dist) {
       using Dist = decltype(dist);
-      const compact::RowMatrix<float> p = compact::Projector<compact::Cpu, Dist, float>(c.n, c.r, c.state).materialize();
+      const compact::RowMatrix<float> p =
+          compact::Projector<compact::Cpu, Dist, float>(c.n, c.r, c.state).materialize();
       std::printf("  %-12s", compact::DistributionTraits<Dist>::kName);
       for (const auto& ij : kAt) std::printf(" %08x", compact::fp32::bits_of(p(ij[0], ij[1])));
       std::printf("\n");

@@ -110,8 +110,8 @@ long fail_each_allocation(Reset reset, Op op, Untouched untouched, Correct corre
 
 }  // namespace
 
-TEST_CASE_TEMPLATE("sketch and unsketch_grad report a failed allocation and write nothing", Dist, compact::Gaussian,
-                   compact::Rademacher, compact::Srht) {
+TEST_CASE_TEMPLATE_DEFINE("sketch and unsketch_grad report a failed allocation and write nothing", Dist,
+                          allocation_failure_writes_nothing) {
   // Large enough that the work runs on an OpenMP team (where an escaping exception would terminate).
   const index_t b = 64, n = 300, r = 96;
   const compact::Projector<compact::Cpu, Dist, float> proj(n, r, compact::SketchState{1, 2, 3});
@@ -143,6 +143,7 @@ TEST_CASE_TEMPLATE("sketch and unsketch_grad report a failed allocation and writ
   CHECK(fail_each_allocation([] {}, [&] { proj.materialize(compact::detail::as_mutable_view<float>(p)); },
                              [] { return true; }, [&] { return p == p_ref; }) == 0);
 }
+TEST_CASE_TEMPLATE_APPLY(allocation_failure_writes_nothing, compact_test::AllDistributions);
 
 TEST_CASE("constructing an SRHT projector reports a failed allocation") {
   CHECK(fail_each_allocation([] {},

@@ -120,8 +120,8 @@ TEST_CASE("compressed_grad accumulates micro-batches with beta = 1 and overwrite
   CHECK(g.cwiseAbs().maxCoeff() == 0.0);
 }
 
-TEST_CASE_TEMPLATE("views whose span overflows are refused before anything is written", Dist, compact::Gaussian,
-                   compact::Rademacher, compact::Srht) {
+TEST_CASE_TEMPLATE_DEFINE("views whose span overflows are refused before anything is written", Dist,
+                          span_overflow_refused) {
   const index_t n = 20, r = 6;
   const compact::Projector<compact::Cpu, Dist, float> proj(n, r, kState);
   std::vector<float> x(4 * n, 1.0f), z(4 * r, -7.0f), g(4 * r, 1.0f), out(4 * n, -7.0f);
@@ -146,6 +146,7 @@ TEST_CASE_TEMPLATE("views whose span overflows are refused before anything is wr
   CHECK(contains(error_of([&] { proj.materialize(MatrixView<float>(p.data(), n, r, huge)); }), "argument p with"));
   for (float v : p) CHECK(v == -7.0f);
 }
+TEST_CASE_TEMPLATE_APPLY(span_overflow_refused, compact_test::AllDistributions);
 
 TEST_CASE("results that cannot exist are refused with compact::error, not std::bad_alloc") {
   using G = compact::Projector<compact::Cpu, compact::Gaussian, float>;

@@ -9,7 +9,6 @@
 #include "support.hpp"
 
 // Every CPU projector the optimizers must work with.
-#define COMPACT_TEST_DISTS compact::Gaussian, compact::Rademacher, compact::Srht
 
 #include <cmath>
 #include <cstring>
@@ -109,8 +108,8 @@ double run_against_reference(compact::AdamWOptions o, int steps, int micro, std:
 // explicit m x n product). Each W entry after s steps accumulates s * lr * alpha * (sum of r products of O(1)
 // terms), rounding error ~ s * r * 1e-16 relative; N = M/(sqrt(V)+eps) with V >= (1-b2) g^2 is well conditioned.
 // 1e-10 leaves four orders of margin and still catches any formula error (those are O(lr) = 1e-2 relative).
-TEST_CASE_TEMPLATE("CompressedAdamW matches the explicit-P reference for every window policy", Dist,
-                   COMPACT_TEST_DISTS) {
+TEST_CASE_TEMPLATE_DEFINE("CompressedAdamW matches the explicit-P reference for every window policy", Dist,
+                          adamw_matches_reference) {
   compact::AdamWOptions o;
   o.lr = 1e-2;
   o.weight_decay = 0.1;
@@ -129,8 +128,10 @@ TEST_CASE_TEMPLATE("CompressedAdamW matches the explicit-P reference for every w
     }
   }
 }
+TEST_CASE_TEMPLATE_APPLY(adamw_matches_reference, compact_test::AllDistributions);
 
-TEST_CASE_TEMPLATE("CompressedAdamW in float agrees with the reference to float rounding", Dist, COMPACT_TEST_DISTS) {
+TEST_CASE_TEMPLATE_DEFINE("CompressedAdamW in float agrees with the reference to float rounding", Dist,
+                          adamw_float_rounding) {
   // float: unit roundoff 6e-8; ~r = 16 term sums and 6 steps give ~1e-5 relative; 1e-4 allows for the sqrt/division
   // in N amplifying the rounding of tiny V entries by a few.
   compact::AdamWOptions o;
@@ -140,6 +141,7 @@ TEST_CASE_TEMPLATE("CompressedAdamW in float agrees with the reference to float 
   CHECK(run_against_reference<Dist, float>(o, 6, 2, 2, &moment_err) < 1e-4);
   CHECK(moment_err < 1e-4);
 }
+TEST_CASE_TEMPLATE_APPLY(adamw_float_rounding, compact_test::AllDistributions);
 
 TEST_CASE("window policies act only when the window changes and leave V untransferred") {
   // Period 2: steps 0 and 1 share window 0; the change happens after step 1.
@@ -176,8 +178,8 @@ TEST_CASE("window policies act only when the window changes and leave V untransf
   CHECK(keep2.projector().state() == schedule.at(0, 2));
 }
 
-TEST_CASE_TEMPLATE("micro-batches accumulate into one window and the schedule counts optimizer steps", Dist,
-                   COMPACT_TEST_DISTS) {
+TEST_CASE_TEMPLATE_DEFINE("micro-batches accumulate into one window and the schedule counts optimizer steps", Dist,
+                          micro_batches_accumulate) {
   // One step on two micro-batches equals one step on their concatenation: Ĝ = dy1ᵀz1 + dy2ᵀz2 = [dy1;dy2]ᵀ[z1;z2].
   // Only the summation order differs: double rounding ~ B * 1e-16, checked at 1e-12.
   const index_t m = 16, n = 32, r = 8;
@@ -208,8 +210,10 @@ TEST_CASE_TEMPLATE("micro-batches accumulate into one window and the schedule co
   }
   CHECK((w_split - w_whole).cwiseAbs().maxCoeff() < 1e-10);
 }
+TEST_CASE_TEMPLATE_APPLY(micro_batches_accumulate, compact_test::AllDistributions);
 
-TEST_CASE_TEMPLATE("checkpoint and resume reproduce the uninterrupted run bit for bit", Dist, COMPACT_TEST_DISTS) {
+TEST_CASE_TEMPLATE_DEFINE("checkpoint and resume reproduce the uninterrupted run bit for bit", Dist,
+                          checkpoint_resume) {
   const index_t m = 20, n = 36, r = 12;
   const compact::Schedule schedule(123, 2);
   compact::AdamWOptions o;
@@ -246,6 +250,7 @@ TEST_CASE_TEMPLATE("checkpoint and resume reproduce the uninterrupted run bit fo
   CHECK(resumed.second_moment() == straight.second_moment());
   CHECK(resumed.save_state() == straight.save_state());
 }
+TEST_CASE_TEMPLATE_APPLY(checkpoint_resume, compact_test::AllDistributions);
 
 TEST_CASE("CompressedSgd with momentum matches SGD on the explicit decompressed gradient") {
   // B_t = mu B_{t-1} + Ĝ_t (B_1 = Ĝ_1); W -= lr (alpha B Pᵀ + wd W), all with P of the step: the reference forms

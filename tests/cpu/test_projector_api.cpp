@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -15,8 +16,10 @@
 
 namespace compact_test {
 /// A distribution added the way docs/design.md says ("Adding a distribution or a backend"), here in the test: a tag,
-/// its DistributionTraits (with a shape rule of its own), a CPU implementation on ProjectorCore, and the Projector
-/// specialization on CpuProjector. P[i][j] = 1 when j = i mod r, else 0 (CountSketch with a fixed hash and signs).
+/// its DistributionTraits (with a shape rule of its own), a CPU implementation on ProjectorCore (the Workspace
+/// operations, materialize, workspace_bytes and scratch_bytes), and the Projector specialization on CpuProjector.
+/// P[i][j] = 1 when j = i mod r, else 0 (CountSketch with a fixed hash and signs). Nothing else is written for it:
+/// the test below trains CompressedAdamW<Cpu, ToyCountSketch> with the library's optimizer as it is.
 struct ToyCountSketch {};
 }  // namespace compact_test
 
@@ -43,16 +46,18 @@ class ToyCountSketchImpl : public ProjectorCore {
     return 0;
   }
   std::size_t scratch_bytes(index_t) const { return 0; }
-  void sketch(MatrixView<const Scalar> x, MatrixView<Scalar> z) const {
+  void sketch(MatrixView<const Scalar> x, MatrixView<Scalar> z, Workspace w) const {
     check_sketch_args(x, z, n_, r_);
+    check_scratch<Scalar>("Projector::sketch", w, scratch_bytes(x.rows));
     for (index_t b = 0; b < x.rows; ++b) {
       for (index_t j = 0; j < r_; ++j) z(b, j) = 0;
       for (index_t i = 0; i < n_; ++i) z(b, i % r_) += x(b, i);
     }
   }
-  void unsketch_grad(MatrixView<const Scalar> g, MatrixView<Scalar> out, compute_t<Scalar> alpha = 1,
-                     compute_t<Scalar> beta = 0) const {
+  void unsketch_grad(MatrixView<const Scalar> g, MatrixView<Scalar> out, compute_t<Scalar> alpha,
+                     compute_t<Scalar> beta, Workspace w) const {
     check_unsketch_args(g, out, n_, r_);
+    check_scratch<Scalar>("Projector::unsketch_grad", w, scratch_bytes(g.rows));
     for (index_t m = 0; m < g.rows; ++m) {
       for (index_t i = 0; i < n_; ++i) out(m, i) = alpha * g(m, i % r_) + (beta == 0 ? Scalar(0) : beta * out(m, i));
     }
@@ -199,7 +204,8 @@ namespace {
 using Toy = compact::Projector<Cpu, compact_test::ToyCountSketch, float>;
 static_assert(compact_test::has_projector_api<Cpu, compact_test::ToyCountSketch, float>());
 
-TEST_CASE("a distribution added through DistributionTraits and one implementation gets the core and the Eigen conveniences") {
+TEST_CASE(
+    "a distribution added through DistributionTraits and one implementation gets the core and the Eigen conveniences") {
   // The shape check: the entry spec's rule, then the toy's own, with the same function names as every projector.
   CHECK(compact_test::error_of([] { Toy(16, 17, {}); }) ==
         "compact: Projector: rank r = 17 must satisfy 1 <= r <= n = 16");
@@ -221,4 +227,79 @@ TEST_CASE("a distribution added through DistributionTraits and one implementatio
   CHECK(out == 2.0f * (g * pm.transpose()) + x);
 }
 
+TEST_CASE("the optimizers need no edit: CompressedAdamW<Cpu, ToyCountSketch> trains, saves and restores") {
+  using Adam = compact::CompressedAdamW<Cpu, compact_test::ToyCountSketch, float>;
+  const index_t m = 3, n = 10, r = 4;
+  compact::AdamWOptions o;
+  o.lr = 0.5;
+  o.alpha = 0.25;
+  o.weight_decay = 0.125;
+  Adam opt(m, n, r, compact::Schedule(7, 0), 1, o);
+  compact::RowMatrix<float> w(m, n), dy(5, m), x(5, n);
+  for (index_t k = 0; k < w.size(); ++k) w.data()[k] = float(k % 5) - 2.0f;
+  for (index_t k = 0; k < dy.size(); ++k) dy.data()[k] = float(k % 3) - 1.0f;
+  for (index_t k = 0; k < x.size(); ++k) x.data()[k] = float(k % 7) - 3.0f;
+  // One micro-batch: z = x P through the optimizer's projector, Ĝ = dyᵀ z.
+  const compact::RowMatrix<float> z = opt.projector().sketch(x);
+  opt.accumulate_grad(compact::detail::as_view<float>(dy), compact::detail::as_view<float>(z));
+  const compact::RowMatrix<float> g = dy.transpose() * z;  // integer-valued: exact in float
+  const compact::RowMatrix<float> w0 = w;
+  opt.step(w);
+  // The expected step, from the optimizer's per-element math (core/optimizer_math.hpp) and the toy's P:
+  // N = adamw_element(Ĝ) (M, V from zero), W <- (1 - lr wd) W - lr alpha N Pᵀ, evaluated as unsketch_grad evaluates it.
+  // Each entry is a·N + b·W (two products, one sum): with or without a contracted fma the two evaluations differ by
+  // less than 2 eps (|a·N| + |b·W|), the bound checked.
+  const auto s = compact::detail::adamw_step_scalars<float>(o, 1, 1);
+  const float a = static_cast<float>(-o.lr * o.alpha), b = static_cast<float>(1.0 - o.lr * o.weight_decay);
+  const float eps = std::numeric_limits<float>::epsilon();
+  for (index_t i = 0; i < m; ++i) {
+    for (index_t j = 0; j < n; ++j) {
+      float mi = 0, vi = 0;
+      const float nij = compact::detail::adamw_element(g(i, j % r), &mi, &vi, s);
+      const float expect = a * nij + b * w0(i, j);
+      CAPTURE(i);
+      CAPTURE(j);
+      CHECK(std::fabs(w(i, j) - expect) <= 2 * eps * (std::fabs(a * nij) + std::fabs(b * w0(i, j))));
+    }
+  }
+  CHECK(w != w0);
+  CHECK(opt.step_count() == 1);
+  // The record names the toy by its record code; another optimizer restores it and takes the same next step.
+  const std::vector<std::uint8_t> record = opt.save_state();
+  CHECK(compact::detail::get_u32(record.data() + 12) == 99u);
+  Adam again(m, n, r, compact::Schedule(7, 0), 1, o);
+  again.load_state(record);
+  compact::RowMatrix<float> w1 = w, w2 = w;
+  for (Adam* each : {&opt, &again}) {
+    each->accumulate_grad(compact::detail::as_view<float>(dy), compact::detail::as_view<float>(z));
+    each->step(each == &opt ? w1 : w2);
+  }
+  CHECK(w1 == w2);
+  CHECK(opt.save_state() == again.save_state());
+  // A record of another distribution is refused, and named from the distribution list.
+  const std::vector<std::uint8_t> gaussian =
+      compact::CompressedAdamW<Cpu, Gaussian, float>(m, n, r, compact::Schedule(7, 0), 1, o).save_state();
+  CHECK(compact_test::error_of([&] { again.load_state(gaussian); }).find("record distribution = 1 (Gaussian)") !=
+        std::string::npos);
+}
+
+TEST_CASE("the distribution list drives names, codes and run-time dispatch") {
+  CHECK(compact::Distributions::kSize == 3);
+  CHECK(compact::detail::distribution_names() == "Gaussian, Rademacher, Srht");
+  CHECK(std::string(compact::detail::distribution_name(3)) == "Srht");
+  CHECK(std::string(compact::detail::distribution_name(7)) == "unknown");
+  std::string visited;
+  compact::visit_distribution("SRHT", [&](auto dist) { visited = compact::DistributionTraits<decltype(dist)>::kName; });
+  CHECK(visited == "Srht");
+  CHECK(compact_test::error_of([] { compact::visit_distribution("uniform", [](auto) {}); }) ==
+        "compact: distribution 'uniform' is not one of Gaussian, Rademacher, Srht");
+  // A list with the toy: the same helpers serve a distribution added to the list.
+  using WithToy = compact::TypeList<Gaussian, Rademacher, Srht, compact_test::ToyCountSketch>;
+  CHECK(std::string(compact::detail::distribution_name<WithToy>(99)) == "ToyCountSketch");
+  index_t rank = 0;
+  compact::visit_distribution<WithToy>("toycountsketch", [&](auto dist) {
+    rank = compact::Projector<Cpu, decltype(dist), float>(10, 4, SketchState{}).rank();
+  });
+  CHECK(rank == 4);
+}
 }  // namespace

@@ -421,8 +421,8 @@ TEST_CASE("workspace_bytes(n, r) is a pure function of (n, r) and serves every c
     CHECK(SrhtCpu<float>::workspace_bytes(3000, 750) == bytes);
     CHECK(proj.scratch_bytes(rows) <= bytes);
     RowMatrix<float> zw(rows, 750);
-    proj.sketch(compact::MatrixView<const float>(x.data(), rows, 3000), compact::MatrixView<float>(zw.data(), rows, 750),
-                compact::Workspace{memory.data(), bytes});
+    proj.sketch(compact::MatrixView<const float>(x.data(), rows, 3000),
+                compact::MatrixView<float>(zw.data(), rows, 750), compact::Workspace{memory.data(), bytes});
     CHECK(std::memcmp(zw.data(), z.data(), sizeof(float) * std::size_t(rows * 750)) == 0);
   }
 #if defined(_OPENMP)

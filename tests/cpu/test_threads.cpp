@@ -65,8 +65,9 @@ bool same(const RowMatrix<float>& a, const RowMatrix<float>& b) {
 
 }  // namespace
 
-TEST_CASE_TEMPLATE("threads sharing projectors, each with its own optimizer, get the single-thread results bit for bit",
-                   Dist, compact::Gaussian, compact::Rademacher, compact::Srht) {
+TEST_CASE_TEMPLATE_DEFINE(
+    "threads sharing projectors, each with its own optimizer, get the single-thread results bit for bit", Dist,
+    threads_share_projectors) {
   const compact::Projector<compact::Cpu, Dist, float> shared(kN, kR, compact::SketchState{1, 2, 3});
   std::vector<Results> serial, concurrent(kThreads);
   for (int t = 0; t < kThreads; ++t) serial.push_back(work(shared, t));
@@ -89,3 +90,4 @@ TEST_CASE_TEMPLATE("threads sharing projectors, each with its own optimizer, get
   CHECK_FALSE(same(serial[0].z, serial[1].z));
   CHECK(serial[0].record != serial[1].record);
 }
+TEST_CASE_TEMPLATE_APPLY(threads_share_projectors, compact_test::AllDistributions);

@@ -25,7 +25,7 @@
 /// Maximum error, measured over every positive normal float: see docs/spec.md.
 COMPACT_DETAIL_LANES_FN F32 log(F32 x) {
   const U32 u = bits_of(x);
-  U32 biased = shift_right<fp32::kMantissaBits>(u);    // e + kExponentBias (x > 0: the sign bit is clear)
+  U32 biased = shift_right<fp32::kMantissaBits>(u);       // e + kExponentBias (x > 0: the sign bit is clear)
   U32 mant = (u & fp32::kMantissaMask) | fp32::kOneBits;  // m in [1, 2)
   // m > sqrt(2): use m/2 in [sqrt(1/2), 1). Both operands are below 2^31, so the signed compare is the unsigned one.
   const M32 big = gt_signed(mant, fp32::kSqrt2Bits);
@@ -62,9 +62,9 @@ struct SinCos {
 /// fp32 rounding of 2*pi*t ever enters; then sin(pi/2 r) = r S(r^2), cos(pi/2 r) = 1 + r^2 C(r^2) (degree-4
 /// near-minimax polynomials, relative error below 5e-12) and a quadrant rotation by k.
 COMPACT_DETAIL_LANES_FN SinCos sincos_2pi(F32 t) {
-  const F32 y = t * 4.0f;           // exact
-  const F32 k = trunc(y + 0.5f);    // nearest quarter turn (y >= 0), an integer in [0, 4]
-  const F32 r = y - k;              // exact
+  const F32 y = t * 4.0f;                          // exact
+  const F32 k = trunc(y + 0.5f);                   // nearest quarter turn (y >= 0), an integer in [0, 4]
+  const F32 r = y - k;                             // exact
   const U32 quadrant = bits_of(k + 0x1p23f) & 3u;  // k & 3: k + 2^23 is exact and holds k in its low mantissa bits
   const F32 s = r * r;
   F32 ps = fp32::kSinS4;

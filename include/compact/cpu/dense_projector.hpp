@@ -104,17 +104,8 @@ class DenseCpuProjector : public ProjectorCore {
     return workspace_bytes(n_, r_, panel_entries_);
   }
 
-  /// z = x P. x: B x n, z: B x r (row-major, any row strides, z must not overlap x). Allocates one panel of P
-  /// (compact::error when memory runs out, before anything is written).
-  void sketch(MatrixView<const Scalar> x, MatrixView<Scalar> z) const {
-    check_sketch_args(x, z, n_, r_);
-    check_gemm_stride("Projector::sketch", "x", x);
-    check_gemm_stride("Projector::sketch", "z", z);
-    if (x.rows == 0) return;
-    const ScratchBuffer panel("Projector::sketch", "a panel of P", sizeof(Scalar) * std::size_t(n_ * panel_width()));
-    sketch_unchecked(x, z, static_cast<Scalar*>(panel.data()));
-  }
-  /// sketch with the caller's workspace (at least scratch_bytes(x.rows) bytes): allocates nothing.
+  /// z = x P. x: B x n, z: B x r (row-major, any row strides, z must not overlap x), with the caller's workspace (at
+  /// least scratch_bytes(x.rows) bytes): allocates nothing. (CpuProjector adds the allocating overload.)
   void sketch(MatrixView<const Scalar> x, MatrixView<Scalar> z, Workspace scratch) const {
     check_sketch_args(x, z, n_, r_);
     check_gemm_stride("Projector::sketch", "x", x);
@@ -124,19 +115,8 @@ class DenseCpuProjector : public ProjectorCore {
     sketch_unchecked(x, z, static_cast<Scalar*>(scratch.data));
   }
 
-  /// out = alpha g P^T + beta out. g: m x r, out: m x n. With beta = 0, out is written without being read.
-  /// Allocates one panel of P (compact::error when memory runs out, before anything is written).
-  void unsketch_grad(MatrixView<const Scalar> g, MatrixView<Scalar> out, compute_t<Scalar> alpha = 1,
-                     compute_t<Scalar> beta = 0) const {
-    check_unsketch_args(g, out, n_, r_);
-    check_gemm_stride("Projector::unsketch_grad", "g", g);
-    check_gemm_stride("Projector::unsketch_grad", "out", out);
-    if (g.rows == 0) return;
-    const ScratchBuffer panel("Projector::unsketch_grad", "a panel of P",
-                              sizeof(Scalar) * std::size_t(panel_height() * r_));
-    unsketch_unchecked(g, out, alpha, beta, static_cast<Scalar*>(panel.data()));
-  }
-  /// unsketch_grad with the caller's workspace (at least scratch_bytes(g.rows) bytes): allocates nothing.
+  /// out = alpha g P^T + beta out. g: m x r, out: m x n; with beta = 0, out is written without being read. With the
+  /// caller's workspace (at least scratch_bytes(g.rows) bytes): allocates nothing.
   void unsketch_grad(MatrixView<const Scalar> g, MatrixView<Scalar> out, compute_t<Scalar> alpha,
                      compute_t<Scalar> beta, Workspace scratch) const {
     check_unsketch_args(g, out, n_, r_);

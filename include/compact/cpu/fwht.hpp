@@ -5,9 +5,10 @@
 /// y = H x with H[i][k] = (-1)^popcount(i & k). The butterfly order is fixed: stage s = 0, 1, ..., L-1 maps every
 /// pair (x[i], x[i + 2^s]) with bit s of i clear to (x[i] + x[i + 2^s], x[i] - x[i + 2^s]), each stage reading the
 /// previous stage's values. Every path (the vector instances of cpu/fwht_passes.inl, the portable loops of
-/// cpu/fwht_portable.hpp, any cache blocking) performs exactly these additions and subtractions, and no multiplications, so each output is bitwise identical
-/// across paths, thread counts, optimisation levels and contraction settings, and equal to the textbook loop
-/// `for (h = 1; h < n; h *= 2) for (i ...) for (j ...) { a = x[j]; b = x[j+h]; x[j] = a+b; x[j+h] = a-b; }`.
+/// cpu/fwht_portable.hpp, any cache blocking) performs exactly these additions and subtractions, and no
+/// multiplications, so each output is bitwise identical across paths, thread counts, optimisation levels and
+/// contraction settings, and equal to the textbook loop `for (h = 1; h < n; h *= 2) for (i ...) for (j ...) { a = x[j];
+/// b = x[j+h]; x[j] = a+b; x[j+h] = a-b; }`.
 
 #include <cstddef>
 #include <cstdint>

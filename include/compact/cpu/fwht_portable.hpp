@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #pragma once
-/// The portable FWHT: plain loops in the fixed butterfly order (cpu/fwht.hpp), and the cache blocking every path shares.
+/// The portable FWHT: plain loops in the fixed butterfly order (cpu/fwht.hpp), and the cache blocking every path
+/// shares.
 ///
 /// CpuIsa::kScalar's path, every CPU's path without x86 vector instances (COMPACT_DISABLE_SIMD, other architectures)
 /// and the vector paths' fallback for transforms shorter than one register. The compiler vectorizes the stages with

@@ -7,7 +7,8 @@
 ///
 /// The instance's lane file provides, besides what core/fp32_lanes.inl uses: kLanes; U64 (64-bit lanes, broadcast from
 /// one std::uint64_t), mul_lo32, hi32, xor3, join_lo32; Counters {block_a, block_b, row_a, row_b}, CounterWord,
-/// load_counters, run_counters; to_slot_order; signed_lanes; store(float* / double*, F32), store_aligned(std::uint32_t*, U32).
+/// load_counters, run_counters; to_slot_order; signed_lanes; store(float* / double*, F32),
+/// store_aligned(std::uint32_t*, U32).
 ///
 /// The kernels perform the reference's IEEE operations (core/entries.hpp, core/fp32_lanes.inl) lane by lane, in the
 /// same order and with the same fma's, so their results are the bits of `detail::fill_dense_panel_scalar`

@@ -47,7 +47,8 @@
 /// Compiles one function for AVX instructions only (the SRHT's streaming gather, cpu/srht_rows.hpp).
 #define COMPACT_DETAIL_TARGET_AVX __attribute__((target("avx")))
 #if defined(__clang__)
-#define COMPACT_DETAIL_BEGIN_AVX2 _Pragma("clang attribute push(__attribute__((target(\"avx2,fma\"))), apply_to = function)")
+#define COMPACT_DETAIL_BEGIN_AVX2 \
+  _Pragma("clang attribute push(__attribute__((target(\"avx2,fma\"))), apply_to = function)")
 #define COMPACT_DETAIL_BEGIN_AVX512 \
   _Pragma("clang attribute push(__attribute__((target(\"avx512f,avx2,fma\"))), apply_to = function)")
 #define COMPACT_DETAIL_END_TARGET _Pragma("clang attribute pop")

@@ -15,13 +15,13 @@ inline constexpr int kLanes = 8;
 struct F32 {
   __m256 raw;
   F32() = default;
-  F32(__m256 v) : raw(v) {}                    // NOLINT: implicit, a lane type
-  F32(float x) : raw(_mm256_set1_ps(x)) {}     // NOLINT: implicit broadcast
+  F32(__m256 v) : raw(v) {}                 // NOLINT: implicit, a lane type
+  F32(float x) : raw(_mm256_set1_ps(x)) {}  // NOLINT: implicit broadcast
 };
 struct U32 {
   __m256i raw;
   U32() = default;
-  U32(__m256i v) : raw(v) {}                                               // NOLINT
+  U32(__m256i v) : raw(v) {}                                             // NOLINT
   U32(std::uint32_t x) : raw(_mm256_set1_epi32(static_cast<int>(x))) {}  // NOLINT: the bits, not the value, of an int
 };
 struct M32 {
@@ -30,7 +30,7 @@ struct M32 {
 struct U64 {
   __m256i raw;
   U64() = default;
-  U64(__m256i v) : raw(v) {}                                                      // NOLINT
+  U64(__m256i v) : raw(v) {}                                                    // NOLINT
   U64(std::uint64_t x) : raw(_mm256_set1_epi64x(static_cast<long long>(x))) {}  // NOLINT
 };
 
@@ -60,7 +60,9 @@ inline U32 shift_right(U32 a) {
 }
 inline M32 gt_signed(U32 a, U32 b) { return M32{_mm256_cmpgt_epi32(a.raw, b.raw)}; }
 inline M32 has_bit(U32 a, U32 bit) { return M32{_mm256_cmpeq_epi32(_mm256_and_si256(a.raw, bit.raw), bit.raw)}; }
-inline F32 if_then_else(M32 m, F32 yes, F32 no) { return _mm256_blendv_ps(no.raw, yes.raw, _mm256_castsi256_ps(m.raw)); }
+inline F32 if_then_else(M32 m, F32 yes, F32 no) {
+  return _mm256_blendv_ps(no.raw, yes.raw, _mm256_castsi256_ps(m.raw));
+}
 inline U32 add_if(M32 m, U32 a, U32 b) { return _mm256_add_epi32(a.raw, _mm256_and_si256(m.raw, b.raw)); }
 inline U32 sub_if(M32 m, U32 a, U32 b) { return _mm256_sub_epi32(a.raw, _mm256_and_si256(m.raw, b.raw)); }
 

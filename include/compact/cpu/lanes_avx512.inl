@@ -25,7 +25,7 @@ struct F32 {
 struct U32 {
   __m512i raw;
   U32() = default;
-  U32(__m512i v) : raw(v) {}                                               // NOLINT
+  U32(__m512i v) : raw(v) {}                                             // NOLINT
   U32(std::uint32_t x) : raw(_mm512_set1_epi32(static_cast<int>(x))) {}  // NOLINT: the bits, not the value, of an int
 };
 struct M32 {
@@ -34,7 +34,7 @@ struct M32 {
 struct U64 {
   __m512i raw;
   U64() = default;
-  U64(__m512i v) : raw(v) {}                                                    // NOLINT
+  U64(__m512i v) : raw(v) {}                                                   // NOLINT
   U64(std::uint64_t x) : raw(_mm512_set1_epi64(static_cast<long long>(x))) {}  // NOLINT
 };
 

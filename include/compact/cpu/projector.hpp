@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 /// CpuProjector<Impl>: the CPU projectors' public face, written once for every distribution. It adds to an
-/// implementation (the MatrixView operations of one distribution) the Eigen conveniences and the static workspace query.
+/// implementation (the MatrixView operations of one distribution, with a lent Workspace) the allocating operations
+/// and the Eigen conveniences.
 
 #include <cstddef>
 
@@ -14,19 +15,22 @@
 namespace compact {
 namespace detail {
 
-/// A CPU projector: the distribution's implementation plus the Eigen conveniences. Projector<Cpu, Dist, Scalar>
-/// derives from CpuProjector<its implementation>, so a new distribution writes only its implementation
-/// (cpu/<dist>_projector.hpp). ("Engine" is the GEMM's word, cpu/gemm_engine.hpp.)
+/// A CPU projector: the distribution's implementation plus what every CPU projector adds to it, written once here:
+/// the allocating sketch/unsketch_grad (each allocates its call's workspace, then runs the implementation's Workspace
+/// overload) and the Eigen conveniences. Projector<Cpu, Dist, Scalar> derives from CpuProjector<its implementation>,
+/// so a new distribution writes only its implementation (cpu/<dist>_projector.hpp). ("Engine" is the GEMM's word,
+/// cpu/gemm_engine.hpp.)
 ///
 /// The implementation derives from ProjectorCore (n, r, state, the shape check, in_dim/rank/state) and provides, with
-/// Scalar = its `scalar_type` and compute_t<Scalar> for alpha and beta:
+/// Scalar = its `scalar_type` and C = compute_t<Scalar> for alpha and beta:
 ///   Impl(index_t n, index_t r, SketchState state, ...);
 ///   static std::size_t workspace_bytes(index_t n, index_t r);     // a Workspace every call can take; no device
 ///   std::size_t scratch_bytes(index_t rows) const;                // what one call of `rows` rows takes
-///   void sketch(MatrixView<const Scalar> x, MatrixView<Scalar> z) const;                 (and with a Workspace)
-///   void unsketch_grad(MatrixView<const Scalar> g, MatrixView<Scalar> out, compute_t<Scalar> alpha = 1,
-///                      compute_t<Scalar> beta = 0) const;                               (and with a Workspace)
+///   void sketch(MatrixView<const Scalar> x, MatrixView<Scalar> z, Workspace w) const;
+///   void unsketch_grad(MatrixView<const Scalar> g, MatrixView<Scalar> out, C alpha, C beta, Workspace w) const;
 ///   void materialize(MatrixView<Scalar> p) const;
+/// where the Workspace overloads check every argument (the workspace against scratch_bytes(rows)) before writing
+/// anything and allocate nothing. That is all the optimizers call (tests/projector_api.hpp checks it).
 template <class Impl>
 class CpuProjector : public Impl {
  public:
@@ -37,6 +41,24 @@ class CpuProjector : public Impl {
   using Impl::materialize;
   using Impl::sketch;
   using Impl::unsketch_grad;
+
+  /// z = x P. x: B x n, z: B x r (row-major, any row strides, z must not overlap x). Allocates scratch_bytes(B)
+  /// (compact::error when memory runs out, before anything is written).
+  void sketch(MatrixView<const Scalar> x, MatrixView<Scalar> z) const {
+    check_sketch_args(x, z, this->n_, this->r_);
+    if (x.rows == 0) return;
+    const ScratchBuffer scratch("Projector::sketch", "the call's workspace", this->scratch_bytes(x.rows));
+    this->sketch(x, z, scratch.view());
+  }
+  /// out = alpha g P^T + beta out. g: m x r, out: m x n; with beta = 0, out is written without being read.
+  /// Allocates scratch_bytes(m) (compact::error when memory runs out, before anything is written).
+  void unsketch_grad(MatrixView<const Scalar> g, MatrixView<Scalar> out, Compute alpha = Compute(1),
+                     Compute beta = Compute(0)) const {
+    check_unsketch_args(g, out, this->n_, this->r_);
+    if (g.rows == 0) return;
+    const ScratchBuffer scratch("Projector::unsketch_grad", "the call's workspace", this->scratch_bytes(g.rows));
+    this->unsketch_grad(g, out, alpha, beta, scratch.view());
+  }
 
   /// z = x P by value. x: B x n (any Eigen row-major expression that binds to a Ref).
   RowMatrix<Scalar> sketch(const Eigen::Ref<const RowMatrix<Scalar>>& x) const {

@@ -27,8 +27,8 @@ namespace detail {
 
 static_assert(kFwhtMaxLength >= kSrhtMaxPaddedDim, "the CPU FWHT must reach the SRHT's longest padded row");
 
-/// The implementation of the SRHT projector on the CPU (entry spec v1): P = D H S / sqrt(r), P[i][j] = d_i (-1)^popcount(i &
-/// S_j) / sqrt(r).
+/// The implementation of the SRHT projector on the CPU (entry spec v1): P = D H S / sqrt(r), P[i][j] = d_i
+/// (-1)^popcount(i & S_j) / sqrt(r).
 ///
 /// n' = next_pow2(n); d (signs), S (the column sample, r ascending indices below n') and the fp32 scale
 /// 1/sqrt(r) are computed once by the constructor (O(n') time and memory). `sketch` applies P to each row of x in
@@ -36,10 +36,10 @@ static_assert(kFwhtMaxLength >= kSrhtMaxPaddedDim, "the CPU FWHT must reach the 
 /// first pass, cpu/srht_rows.hpp), then S gathered and scaled. `unsketch_grad` is
 /// the exact adjoint: scatter g into S of a zeroed buffer, fwht, multiply by d and the scale, drop the padding.
 /// Rows run in parallel (detail::parallel_tasks, a fixed partition into tasks of kRowsPerTask rows, on at most
-/// kMaxTeam threads); each thread uses one buffer of n' Scalars (scratch_bytes_per_thread()), allocated per call before the team starts or lent by
-/// the caller (the overloads that take a Workspace of scratch_bytes(rows) or workspace_bytes(n, r)), and nothing else
-/// is allocated per row. Each row's
-/// result is a fixed sequence of IEEE operations, so results are bitwise identical for every thread count.
+/// kMaxTeam threads); each thread uses one buffer of n' Scalars (scratch_bytes_per_thread()), allocated per call before
+/// the team starts or lent by the caller (the overloads that take a Workspace of scratch_bytes(rows) or
+/// workspace_bytes(n, r)), and nothing else is allocated per row. Each row's result is a fixed sequence of IEEE
+/// operations, so results are bitwise identical for every thread count.
 ///
 /// Class invariant: 1 <= r <= n, n' = next_pow2(n) <= kSrhtMaxPaddedDim (2^20).
 template <class Scalar>
@@ -103,19 +103,11 @@ class SrhtCpuProjector : public ProjectorCore {
   /// runs on (at most kMaxTeam, so at most workspace_bytes(n, r)). The per-call query the optimizers use.
   std::size_t scratch_bytes(index_t rows) const {
     const index_t tasks = (rows + kRowsPerTask - 1) / kRowsPerTask;
-    return static_cast<std::size_t>(detail::team_size(tasks, transform_flops(rows), kMaxTeam)) *
-           buffer_stride(padded_);
+    return static_cast<std::size_t>(detail::team_size(tasks, transform_flops(rows), kMaxTeam)) * buffer_stride(padded_);
   }
 
-  /// z = x P. x: B x n, z: B x r (row-major, any row strides, z must not overlap x). Allocates scratch_bytes(B)
-  /// (compact::error when memory runs out, before anything is written).
-  void sketch(MatrixView<const Scalar> x, MatrixView<Scalar> z) const {
-    detail::check_sketch_args(x, z, n_, r_);
-    if (x.rows == 0) return;
-    const detail::ScratchBuffer scratch("Projector::sketch", "the per-thread transform buffers", scratch_bytes(x.rows));
-    sketch_unchecked(x, z, scratch.view());
-  }
-  /// sketch with the caller's workspace (at least scratch_bytes(x.rows) bytes): allocates nothing.
+  /// z = x P. x: B x n, z: B x r (row-major, any row strides, z must not overlap x), with the caller's workspace (at
+  /// least scratch_bytes(x.rows) bytes): allocates nothing. (CpuProjector adds the allocating overload.)
   void sketch(MatrixView<const Scalar> x, MatrixView<Scalar> z, Workspace scratch) const {
     detail::check_sketch_args(x, z, n_, r_);
     detail::check_scratch<Scalar>("Projector::sketch", scratch, scratch_bytes(x.rows));
@@ -123,17 +115,8 @@ class SrhtCpuProjector : public ProjectorCore {
     sketch_unchecked(x, z, scratch);
   }
 
-  /// out = alpha g P^T + beta out. g: m x r, out: m x n. With beta = 0, out is written without being read.
-  /// Allocates scratch_bytes(m) (compact::error when memory runs out, before anything is written).
-  void unsketch_grad(MatrixView<const Scalar> g, MatrixView<Scalar> out, compute_t<Scalar> alpha = 1,
-                     compute_t<Scalar> beta = 0) const {
-    detail::check_unsketch_args(g, out, n_, r_);
-    if (g.rows == 0) return;
-    const detail::ScratchBuffer scratch("Projector::unsketch_grad", "the per-thread transform buffers",
-                                        scratch_bytes(g.rows));
-    unsketch_unchecked(g, out, alpha, beta, scratch.view());
-  }
-  /// unsketch_grad with the caller's workspace (at least scratch_bytes(g.rows) bytes): allocates nothing.
+  /// out = alpha g P^T + beta out. g: m x r, out: m x n; with beta = 0, out is written without being read. With the
+  /// caller's workspace (at least scratch_bytes(g.rows) bytes): allocates nothing.
   void unsketch_grad(MatrixView<const Scalar> g, MatrixView<Scalar> out, compute_t<Scalar> alpha,
                      compute_t<Scalar> beta, Workspace scratch) const {
     detail::check_unsketch_args(g, out, n_, r_);
