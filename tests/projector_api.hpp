@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 #pragma once
-/// The API every Projector<Backend, Dist, Scalar> shares (core/projector_fwd.hpp), as one generic check that the CPU
+/// The API every Projector<Backend, Dist, Scalar> shares (api/projector_fwd.hpp), as one generic check that the CPU
 /// test instantiates for every CPU projector and the CUDA test, compiled by nvcc, for every CUDA projector (and for
 /// the CPU ones again, in the same translation unit). Compile-time signatures — the shared API and, per backend,
 /// everything that backend's optimizers call on a projector — plus the run-time properties that need no device: the

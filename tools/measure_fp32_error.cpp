@@ -2,7 +2,7 @@
 /// Measures the maximum error (in ulp, against double/long double references) of compact::fp32::log over every
 /// positive normal float and of compact::fp32::sincos_2pi over every t = k 2^-24 in [0, 1). Numbers go to docs/spec.md.
 /// Build: g++ -O2 -std=c++17 -Iinclude tools/measure_fp32_error.cpp -o measure_fp32_error
-#include <compact/core/fp32_math.hpp>
+#include <compact/spec/fp32_math.hpp>
 
 #include <cmath>
 #include <cstdint>

@@ -5,10 +5,15 @@
 #include <cstdint>
 #include <vector>
 
-#include "compact/config.hpp"
-#include "compact/core/checked_size.hpp"
+#include <compact/config.hpp>
+#include <compact/api/checked_size.hpp>
 
-namespace compact {
+namespace compact_torch {
+/// The training-memory estimator: what compact_demo checks its byte counts against (docs/training.md). An example
+/// of the library, not part of it: it moved here from include/compact/core/memory.hpp, where no library code used it.
+namespace memory {
+
+using compact::index_t;
 
 /// Whether sibling linears that read the same input (q/k/v; gate/up) store one sketch or one each.
 enum class SketchSharing {
@@ -49,15 +54,15 @@ struct MemoryBreakdown {
 
   std::uint64_t total() const {
     constexpr const char* fn = "MemoryBreakdown::total";
-    return detail::checked_add_u64(fn, "activations + gradients + optimizer",
-                                   detail::checked_add_u64(fn, "activations + gradients", activations, gradients),
+    return compact::detail::checked_add_u64(fn, "activations + gradients + optimizer",
+                                   compact::detail::checked_add_u64(fn, "activations + gradients", activations, gradients),
                                    optimizer);
   }
   MemoryBreakdown& operator+=(const MemoryBreakdown& o) {
     constexpr const char* fn = "MemoryBreakdown::operator+=";
-    const std::uint64_t a = detail::checked_add_u64(fn, "activations", activations, o.activations);
-    const std::uint64_t g = detail::checked_add_u64(fn, "gradients", gradients, o.gradients);
-    optimizer = detail::checked_add_u64(fn, "optimizer", optimizer, o.optimizer);
+    const std::uint64_t a = compact::detail::checked_add_u64(fn, "activations", activations, o.activations);
+    const std::uint64_t g = compact::detail::checked_add_u64(fn, "gradients", gradients, o.gradients);
+    optimizer = compact::detail::checked_add_u64(fn, "optimizer", optimizer, o.optimizer);
     activations = a;
     gradients = g;
     return *this;
@@ -75,7 +80,7 @@ inline std::uint64_t u64(index_t v) { return static_cast<std::uint64_t>(v); }
 /// f[0] * f[1] * f[2] * f[3] (each >= 0) in uint64, or compact::error naming `what`.
 inline std::uint64_t checked_product_u64(const char* fn, const char* what, const index_t (&f)[4]) {
   std::uint64_t p = u64(f[0]);
-  for (int t = 1; t < 4; ++t) p = checked_mul_u64(fn, what, p, u64(f[t]));
+  for (int t = 1; t < 4; ++t) p = compact::detail::checked_mul_u64(fn, what, p, u64(f[t]));
   return p;
 }
 }  // namespace detail
@@ -101,14 +106,14 @@ inline MemoryBreakdown linear_group_memory(const LinearGroup& g, const MemoryOpt
   const index_t k = compressed ? g.rank : g.in_features;
   const index_t stored_copies = compressed && options.sharing == SketchSharing::kPerLayer ? g.siblings : 1;
   MemoryBreakdown b;
-  b.activations = detail::checked_product_u64(fn, "activations (copies * tokens * k * activation_bytes)",
+  b.activations = compact::detail::checked_product_u64(fn, "activations (copies * tokens * k * activation_bytes)",
                                               {stored_copies, options.tokens, k, options.activation_bytes});
-  b.gradients = detail::checked_product_u64(fn, "gradients (siblings * out_features * k * state_bytes)",
+  b.gradients = compact::detail::checked_product_u64(fn, "gradients (siblings * out_features * k * state_bytes)",
                                             {g.siblings, g.out_features, k, options.state_bytes});
   const std::uint64_t moments = options.optimizer == OptimizerKind::kAdamW         ? 2
                                 : options.optimizer == OptimizerKind::kSgdMomentum ? 1
                                                                                    : 0;
-  b.optimizer = detail::checked_mul_u64(fn, "optimizer (moments * gradients)", moments, b.gradients);
+  b.optimizer = compact::detail::checked_mul_u64(fn, "optimizer (moments * gradients)", moments, b.gradients);
   return b;
 }
 
@@ -153,4 +158,5 @@ inline std::vector<LinearGroup> decoder_linear_groups(const DecoderShape& s, ind
   return groups;
 }
 
-}  // namespace compact
+}  // namespace memory
+}  // namespace compact_torch

@@ -5,36 +5,46 @@
 /// The CPU (Eigen) backend is always included; in a translation unit compiled by nvcc the CUDA backend is too, so one
 /// .cu file can use both (e.g. check a GPU result against the CPU's bit for bit).
 
-// Configuration and host/device-neutral core.
+// Configuration, and the one header where host and device code differ.
 #include "compact/config.hpp"
-#include "compact/core/philox.hpp"
-#include "compact/core/fp32_math.hpp"
-#include "compact/core/state.hpp"
-#include "compact/core/tags.hpp"
-#include "compact/core/view.hpp"
-#include "compact/core/workspace.hpp"
-#include "compact/core/entries.hpp"
-#include "compact/core/srht.hpp"
-#include "compact/core/distributions.hpp"
-#include "compact/core/convert.hpp"
-#include "compact/core/grid.hpp"
-#include "compact/core/block.hpp"
-#include "compact/core/panel_schedule.hpp"
-#include "compact/core/vec16.hpp"
-#include "compact/core/dense_panel.hpp"
-#include "compact/core/gemm_plan.hpp"
-#include "compact/core/fwht_block.hpp"
-#include "compact/core/srht_rows.hpp"
-#include "compact/core/srht_select.hpp"
-#include "compact/core/srht_workspace.hpp"
-#include "compact/core/projector_fwd.hpp"
-#include "compact/core/projector_core.hpp"
-#include "compact/core/optimizer_fwd.hpp"
-#include "compact/core/optimizer_record.hpp"
-#include "compact/core/optimizer_math.hpp"
-#include "compact/core/memory.hpp"
+#include "compact/portability.hpp"
 
-// CPU backend (Eigen), in every translation unit.
+// The entry specification: every entry of P as a pure function of (state, n, r, i, j), bit for bit everywhere.
+#include "compact/spec/philox.hpp"
+#include "compact/spec/fp32_math.hpp"
+#include "compact/spec/state.hpp"
+#include "compact/spec/tags.hpp"
+#include "compact/spec/entries.hpp"
+#include "compact/spec/srht.hpp"
+
+// The backend-neutral API: sizes, views, workspaces, the distribution list, the projector and optimizer templates
+// and what every backend's projectors and optimizers share.
+#include "compact/api/checked_size.hpp"
+#include "compact/api/view.hpp"
+#include "compact/api/workspace.hpp"
+#include "compact/api/distributions.hpp"
+#include "compact/api/projector_fwd.hpp"
+#include "compact/api/projector_core.hpp"
+#include "compact/api/optimizer_fwd.hpp"
+#include "compact/api/optimizer_record.hpp"
+#include "compact/api/optimizer_core.hpp"
+
+// Kernel bodies: host/device functions of (block, thread) that the CUDA backend launches and the CPU tests drive.
+#include "compact/kernels/grid.hpp"
+#include "compact/kernels/block.hpp"
+#include "compact/kernels/launch_limits.hpp"
+#include "compact/kernels/convert.hpp"
+#include "compact/kernels/vec16.hpp"
+#include "compact/kernels/panel_schedule.hpp"
+#include "compact/kernels/dense_panel.hpp"
+#include "compact/kernels/gemm_plan.hpp"
+#include "compact/kernels/fwht_block.hpp"
+#include "compact/kernels/srht_row_kernels.hpp"
+#include "compact/kernels/srht_select.hpp"
+#include "compact/kernels/srht_workspace.hpp"
+#include "compact/kernels/optimizer_step.hpp"
+
+// CPU backend (Eigen), in every translation unit; its SIMD kernels are one source compiled per instruction set.
 #include "compact/cpu/backend.hpp"
 #include "compact/cpu/isa.hpp"
 #include "compact/cpu/task_pool.hpp"
@@ -45,12 +55,13 @@
 // Registers the BLAS GEMM engine (set by compact::blas): adds definitions only, changes no function (see blas.hpp).
 #include "compact/cpu/blas.hpp"
 #endif
+#include "compact/cpu/fwht_portable.hpp"
 #include "compact/cpu/kernels_avx2.hpp"
 #include "compact/cpu/kernels_avx512.hpp"
 #include "compact/cpu/generate.hpp"
 #include "compact/cpu/dense_projector.hpp"
 #include "compact/cpu/fwht.hpp"
-#include "compact/cpu/srht_rows.hpp"
+#include "compact/cpu/srht_row_transform.hpp"
 #include "compact/cpu/srht_projector.hpp"
 #include "compact/cpu/compressed_grad.hpp"
 #include "compact/cpu/optimizer.hpp"

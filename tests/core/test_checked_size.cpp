@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
-/// Overflow-checked size arithmetic (core/checked_size.hpp) and the view spans built on it (core/view.hpp).
+/// Overflow-checked size arithmetic (api/checked_size.hpp) and the view spans built on it (api/view.hpp).
 #include <doctest/doctest.h>
 
-#include <compact/core/checked_size.hpp>
-#include <compact/core/view.hpp>
+#include <compact/api/checked_size.hpp>
+#include <compact/api/view.hpp>
 
 #include <cstdint>
 #include <string>

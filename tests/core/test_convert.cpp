@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-/// Tests of core/convert.hpp: fp32 -> bf16/fp16 round to nearest even against an independent reference.
+/// Tests of kernels/convert.hpp: fp32 -> bf16/fp16 round to nearest even against an independent reference.
 
 #include <doctest/doctest.h>
 
@@ -9,8 +9,8 @@
 #include <limits>
 #include <vector>
 
-#include "compact/core/convert.hpp"
-#include "compact/core/philox.hpp"
+#include "compact/spec/philox.hpp"
+#include "compact/kernels/convert.hpp"
 
 namespace {
 

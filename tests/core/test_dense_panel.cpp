@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-/// Host tests of core/dense_panel.hpp: the dense panel kernel's body (dense_panel_thread) run for every
+/// Host tests of kernels/dense_panel.hpp: the dense panel kernel's body (dense_panel_thread) run for every
 /// (block, thread) of a launch, checking that every entry is written exactly once with the specification's value,
 /// that whole 16-byte segments are written with one aligned vector store and only the ragged head and tail of a row
 /// with scalar stores, for aligned and unaligned outputs and row strides.
@@ -10,11 +10,11 @@
 #include <cstring>
 #include <vector>
 
-#include "compact/core/convert.hpp"
-#include "compact/core/dense_panel.hpp"
-#include "compact/core/entries.hpp"
-#include "compact/core/panel_schedule.hpp"
-#include "compact/core/vec16.hpp"
+#include "compact/spec/entries.hpp"
+#include "compact/kernels/convert.hpp"
+#include "compact/kernels/dense_panel.hpp"
+#include "compact/kernels/panel_schedule.hpp"
+#include "compact/kernels/vec16.hpp"
 
 namespace {
 

@@ -2,7 +2,7 @@
 /// Accuracy of the library's own fp32 log and sin/cos(2 pi t), exhaustively over the inputs Box-Muller feeds them.
 #include <doctest/doctest.h>
 
-#include <compact/core/fp32_math.hpp>
+#include <compact/spec/fp32_math.hpp>
 
 #include <cmath>
 #include <cstdint>

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-/// Host tests of core/fwht_block.hpp and core/block.hpp: the GPU's block FWHT (fwht_rows_forward and
+/// Host tests of kernels/fwht_block.hpp and kernels/block.hpp: the GPU's block FWHT (fwht_rows_forward and
 /// fwht_rows_backward, the code the kernels run) driven by HostBlock over every thread, in forward and reverse
 /// thread order, for every row length 2^0 .. 2^15 with several rows per block; its shapes; and its shared-memory
 /// accesses, which must be free of bank conflicts in every stage.
@@ -11,9 +11,9 @@
 #include <set>
 #include <vector>
 
-#include "compact/core/block.hpp"
-#include "compact/core/fwht_block.hpp"
-#include "compact/core/philox.hpp"
+#include "compact/spec/philox.hpp"
+#include "compact/kernels/block.hpp"
+#include "compact/kernels/fwht_block.hpp"
 
 namespace {
 

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
-/// Host tests of core/gemm_plan.hpp: the row-major -> column-major GEMM plans of the dense projectors, of a stored
+/// Host tests of kernels/gemm_plan.hpp: the row-major -> column-major GEMM plans of the dense projectors, of a stored
 /// P and of compressed_grad, executed by a naive BLAS-semantics GEMM over the panel splits of
-/// core/panel_schedule.hpp (serial and overlapped, padded leading dimensions).
+/// kernels/panel_schedule.hpp (serial and overlapped, padded leading dimensions).
 
 #include <doctest/doctest.h>
 
@@ -10,9 +10,9 @@
 #include <utility>
 #include <vector>
 
-#include "compact/core/gemm_plan.hpp"
-#include "compact/core/panel_schedule.hpp"
-#include "compact/core/philox.hpp"
+#include "compact/spec/philox.hpp"
+#include "compact/kernels/gemm_plan.hpp"
+#include "compact/kernels/panel_schedule.hpp"
 
 namespace {
 

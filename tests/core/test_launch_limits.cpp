@@ -13,14 +13,14 @@
 #include <thread>
 #include <vector>
 
-#include "compact/core/dense_panel.hpp"
-#include "compact/core/fwht_block.hpp"
-#include "compact/core/launch_limits.hpp"
-#include "compact/core/optimizer_math.hpp"
-#include "compact/core/panel_schedule.hpp"
-#include "compact/core/srht_rows.hpp"
-#include "compact/core/srht_select.hpp"
-#include "compact/core/srht_workspace.hpp"
+#include "compact/kernels/dense_panel.hpp"
+#include "compact/kernels/fwht_block.hpp"
+#include "compact/kernels/launch_limits.hpp"
+#include "compact/kernels/optimizer_step.hpp"
+#include "compact/kernels/panel_schedule.hpp"
+#include "compact/kernels/srht_row_kernels.hpp"
+#include "compact/kernels/srht_select.hpp"
+#include "compact/kernels/srht_workspace.hpp"
 
 namespace {
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-/// Host tests of core/panel_schedule.hpp: the panel splits of the GPU's dense projectors (every panel inside its
+/// Host tests of kernels/panel_schedule.hpp: the panel splits of the GPU's dense projectors (every panel inside its
 /// buffer, buffers inside the workspace, rows 16-byte aligned, at least two panels to pipeline) and the order of
 /// the overlapped schedule, run on a model of CUDA streams and events: every GEMM reads the panel it needs, no
 /// generation overwrites a buffer a GEMM still reads, the side stream starts after the caller's earlier work and
@@ -12,11 +12,11 @@
 #include <string>
 #include <vector>
 
-#include "compact/core/dense_panel.hpp"
-#include "compact/core/entries.hpp"
-#include "compact/core/gemm_plan.hpp"
-#include "compact/core/panel_schedule.hpp"
-#include "compact/core/philox.hpp"
+#include "compact/spec/entries.hpp"
+#include "compact/spec/philox.hpp"
+#include "compact/kernels/dense_panel.hpp"
+#include "compact/kernels/gemm_plan.hpp"
+#include "compact/kernels/panel_schedule.hpp"
 
 namespace {
 

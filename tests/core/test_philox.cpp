@@ -2,7 +2,7 @@
 /// Philox4x32-10 known-answer vectors (Random123) and splitmix64 reference values.
 #include <doctest/doctest.h>
 
-#include <compact/core/philox.hpp>
+#include <compact/spec/philox.hpp>
 
 namespace {
 void check_kat(compact::Words4x32 ctr, compact::Key2x32 key, compact::Words4x32 want) {

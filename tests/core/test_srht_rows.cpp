@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-/// Host tests of core/srht_rows.hpp: the GPU SRHT's row kernels (the bodies the kernels run, on HostBlock and
+/// Host tests of kernels/srht_row_kernels.hpp: the GPU SRHT's row kernels (the bodies the kernels run, on HostBlock and
 /// host thread loops) give x P and g P^T of srht_entry exactly on integer inputs, in one pass and in two, for every
 /// row plan, grid size and scratch size; the packed signs and per-thread masks hold d_k.
 
@@ -10,11 +10,11 @@
 #include <type_traits>
 #include <vector>
 
-#include "compact/core/block.hpp"
-#include "compact/core/convert.hpp"
-#include "compact/core/entries.hpp"
-#include "compact/core/srht.hpp"
-#include "compact/core/srht_rows.hpp"
+#include "compact/spec/entries.hpp"
+#include "compact/spec/srht.hpp"
+#include "compact/kernels/block.hpp"
+#include "compact/kernels/convert.hpp"
+#include "compact/kernels/srht_row_kernels.hpp"
 
 namespace {
 
@@ -354,7 +354,7 @@ TEST_CASE("row plans: the largest chunk the shared memory holds, at most 5 high 
   CHECK(detail::srht_plan(20, 14).high_bits == 6);  // refused by the projector on a 99 KiB device
 }
 
-TEST_CASE("packed SRHT sign words and each chunk thread's sign bits hold d_k of core/srht.hpp for every element") {
+TEST_CASE("packed SRHT sign words and each chunk thread's sign bits hold d_k of spec/srht.hpp for every element") {
   const compact::SketchState state{5, 6, (std::uint64_t{1} << 32) + 9};
   const compact::Key2x32 key = compact::philox_key(state);
   for (int log2_len = 0; log2_len <= detail::kFwhtMaxLog2; ++log2_len) {

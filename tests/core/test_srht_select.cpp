@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-/// Host tests of core/srht_select.hpp and core/srht_workspace.hpp: the GPU's computation of the SRHT sample (the
+/// Host tests of kernels/srht_select.hpp and kernels/srht_workspace.hpp: the GPU's computation of the SRHT sample (the
 /// kernel bodies, driven by host loops in the launcher's order) equals srht_sample, also on keys with many equal
 /// scores; the workspace layout is a pure function of (n, r), aligned, non-overlapping, and checked on use.
 
@@ -12,12 +12,12 @@
 #include <string>
 #include <vector>
 
-#include "compact/core/block.hpp"
-#include "compact/core/srht.hpp"
-#include "compact/core/srht_rows.hpp"
-#include "compact/core/srht_select.hpp"
-#include "compact/core/srht_workspace.hpp"
-#include "compact/core/workspace.hpp"
+#include "compact/spec/srht.hpp"
+#include "compact/api/workspace.hpp"
+#include "compact/kernels/block.hpp"
+#include "compact/kernels/srht_row_kernels.hpp"
+#include "compact/kernels/srht_select.hpp"
+#include "compact/kernels/srht_workspace.hpp"
 
 namespace {
 

@@ -2,7 +2,7 @@
 /// SketchState records, keys and the resampling Schedule.
 #include <doctest/doctest.h>
 
-#include <compact/core/state.hpp>
+#include <compact/spec/state.hpp>
 
 #include <cstdint>
 #include <string>

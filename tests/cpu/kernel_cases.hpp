@@ -6,7 +6,7 @@
 
 #include <doctest/doctest.h>
 
-#include <compact/core/entries.hpp>
+#include <compact/spec/entries.hpp>
 
 #include <cstdint>
 #include <cstring>

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /// Panel generation (cpu/generate.hpp), vectorized and scalar, is bit-identical to the entry functions of
-/// core/entries.hpp.
+/// spec/entries.hpp.
 #include <doctest/doctest.h>
 
 #include <compact/compact.hpp>

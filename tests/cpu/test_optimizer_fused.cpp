@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
-/// The CUDA optimizers' fused step kernels, run on the host (core/optimizer_math.hpp's bodies for every (block,
+/// The CUDA optimizers' fused step kernels, run on the host (kernels/optimizer_step.hpp's bodies for every (block,
 /// thread) of their launch), against the CPU optimizers bit for bit; and the checkpoint record as both backends write
-/// it (core/optimizer_record.hpp).
+/// it (api/optimizer_record.hpp).
 #include <doctest/doctest.h>
 
 #include <compact/compact.hpp>
@@ -72,8 +72,8 @@ TEST_CASE_TEMPLATE_DEFINE(
     }
     CAPTURE(step);
     CHECK(g.isZero(0.0f));  // the body zeroes Ĝ
-    CHECK(same_bits(mom.data(), opt.first_moment().data(), m * r));
-    CHECK(same_bits(var.data(), opt.second_moment().data(), m * r));
+    CHECK(same_bits(mom.data(), opt.first_moment().data, m * r));
+    CHECK(same_bits(var.data(), opt.second_moment().data, m * r));
     CHECK(same_bits(w_fused.data(), w.data(), m * n));
   }
 }
@@ -103,7 +103,7 @@ TEST_CASE("the fused SGD kernel body gives the CPU optimizer's momentum buffer a
                                   static_cast<float>(1.0 - o.lr * o.weight_decay));
     CAPTURE(step);
     CHECK(g.isZero(0.0f));
-    CHECK(same_bits(b.data(), opt.momentum_buffer().data(), m * r));
+    CHECK(same_bits(b.data(), opt.momentum_buffer().data, m * r));
     CHECK(same_bits(update.data(), b.data(), m * r));
     CHECK(same_bits(w_fused.data(), w.data(), m * n));
   }
@@ -112,7 +112,7 @@ TEST_CASE("the fused SGD kernel body gives the CPU optimizer's momentum buffer a
 TEST_CASE("the fused SGD body for fp16 W stores the increment -lr·alpha·B, finite where B exceeds fp16's range") {
   // The GPU's CompressedSgd<Cuda, Dist, __half> runs sgd_step_body with ScaledEncode{store_scale, fp16 encode} and
   // unsketch_grad(N, W, gemm_alpha, beta): sgd_update_scales puts the factor -lr·alpha into N for fp16 W, into the
-  // GEMM for every other W type. Here the kernel body, on the host, with the fp16 bits of core/convert.hpp.
+  // GEMM for every other W type. Here the kernel body, on the host, with the fp16 bits of kernels/convert.hpp.
   struct Fp16Bits {
     std::uint16_t operator()(float v) const { return compact::fp16_bits_from_fp32(v); }
   };

@@ -177,7 +177,7 @@ TEST_CASE_TEMPLATE("workspace_bytes(n, r) is a Workspace that every call takes, 
 TEST_CASE("a dense projector's workspace follows its panel budget") {
   // n = 1000, r = 300 in panels of at most 2^16 entries: sketch panels 1000 x 128, unsketch panels 128 x 300.
   using G = compact::Projector<Cpu, Gaussian, float>;
-  CHECK(G::workspace_bytes(1000, 300, index_t{1} << 16) == sizeof(float) * 1000 * 128);
+  CHECK_THROWS_AS(G::workspace_bytes(1000, 300, compact::PanelSchedule::kOverlap), compact::error);
   CHECK(G(1000, 300, {}, index_t{1} << 16).scratch_bytes(5) == sizeof(float) * 1000 * 128);
   CHECK(G::workspace_bytes(1000, 300) == sizeof(float) * 1000 * 300);  // the default budget holds all of P
 }
@@ -245,7 +245,7 @@ TEST_CASE("the optimizers need no edit: CompressedAdamW<Cpu, ToyCountSketch> tra
   const compact::RowMatrix<float> g = dy.transpose() * z;  // integer-valued: exact in float
   const compact::RowMatrix<float> w0 = w;
   opt.step(w);
-  // The expected step, from the optimizer's per-element math (core/optimizer_math.hpp) and the toy's P:
+  // The expected step, from the optimizer's per-element math (kernels/optimizer_step.hpp) and the toy's P:
   // N = adamw_element(Ĝ) (M, V from zero), W <- (1 - lr wd) W - lr alpha N Pᵀ, evaluated as unsketch_grad evaluates it.
   // Each entry is a·N + b·W (two products, one sum): with or without a contracted fma the two evaluations differ by
   // less than 2 eps (|a·N| + |b·W|), the bound checked.

@@ -50,7 +50,7 @@ int popcount(std::uint64_t v) {
   return c;
 }
 
-/// The entry from the written specification, re-derived here from Philox alone (not through compact/core/srht.hpp).
+/// The entry from the written specification, re-derived here from Philox alone (not through compact/spec/srht.hpp).
 struct SpecReference {
   compact::Key2x32 key;
   std::uint64_t window;

@@ -8,8 +8,8 @@
 #include <memory>
 #include <vector>
 
-#include <compact/core/optimizer_record.hpp>
-#include <compact/core/state.hpp>
+#include <compact/api/optimizer_record.hpp>
+#include <compact/spec/state.hpp>
 
 namespace compact_test {
 

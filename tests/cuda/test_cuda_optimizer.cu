@@ -135,7 +135,7 @@ TEST_CASE_TEMPLATE("AdamW on the GPU tracks the CPU optimizer: Ĝ within the GEM
     for (std::size_t i = 0; i < g_gpu.size(); ++i)
       outside += std::abs(double(g_gpu[i]) - g_cpu[i]) > 2 * gamma32(micro * batch) * abs_sum[i];
     CHECK(outside == 0);
-    // From here both optimizers start from the GPU's Ĝ: the element math is one function (core/optimizer_math.hpp),
+    // From here both optimizers start from the GPU's Ĝ: the element math is one function (kernels/optimizer_step.hpp),
     // so M and V must agree bit for bit, hence the records byte for byte.
     cpu->set_grad(g_gpu);
     const std::vector<float> p = cpu->materialize();  // P of this step

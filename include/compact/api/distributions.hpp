@@ -6,15 +6,15 @@
 /// known only at run time — a binding choosing P by name (examples/torch, compact_torch), a fuzzer choosing one by a
 /// byte, the checkpoint record's messages (distribution_name), the golden-value printer — iterates over this list
 /// instead of spelling the three names again, so a new distribution reaches all of them by being added here. What a
-/// distribution is, it says itself, next to its entry specification: its tag and DistributionTraits (core/tags.hpp).
+/// distribution is, it says itself, next to its entry specification: its tag and DistributionTraits (spec/tags.hpp).
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
 
-#include "compact/core/entries.hpp"  // Gaussian, Rademacher and their DistributionTraits
-#include "compact/core/srht.hpp"     // Srht and its DistributionTraits
-#include "compact/core/tags.hpp"
+#include "compact/spec/entries.hpp"  // Gaussian, Rademacher and their DistributionTraits
+#include "compact/spec/srht.hpp"     // Srht and its DistributionTraits
+#include "compact/spec/tags.hpp"
 
 namespace compact {
 

@@ -13,10 +13,10 @@
 #include <vector>
 
 #include "compact/config.hpp"
-#include "compact/core/checked_size.hpp"
-#include "compact/core/distributions.hpp"  // DistributionTraits of every distribution, distribution_name
-#include "compact/core/state.hpp"
-#include "compact/core/tags.hpp"
+#include "compact/spec/state.hpp"
+#include "compact/spec/tags.hpp"
+#include "compact/api/checked_size.hpp"
+#include "compact/api/distributions.hpp"  // DistributionTraits of every distribution, distribution_name
 
 namespace compact {
 
@@ -141,6 +141,28 @@ inline void check_sgd_momentum(const char* fn, const SgdOptions& o) {
                   fn << ": options.momentum = " << o.momentum << " must be in [0, 1)");
 }
 
+/// The scalars of one AdamW step in the moments' type T, each computed in double and rounded once:
+/// b1, 1 - b1, b2, 1 - b2, 1 / (1 - b1^a), 1 / (1 - b2^b) and eps, with a, b the moments' update counts after the
+/// step.
+template <class T>
+struct AdamWStepScalars {
+  T beta1, one_minus_beta1, beta2, one_minus_beta2, inv_bias1, inv_bias2, eps;
+};
+
+/// AdamWStepScalars of options `o` for a step after which M has had `updates1` and V `updates2` updates (>= 1).
+template <class T>
+AdamWStepScalars<T> adamw_step_scalars(const AdamWOptions& o, std::uint64_t updates1, std::uint64_t updates2) {
+  AdamWStepScalars<T> s;
+  s.beta1 = static_cast<T>(o.beta1);
+  s.one_minus_beta1 = static_cast<T>(1.0 - o.beta1);
+  s.beta2 = static_cast<T>(o.beta2);
+  s.one_minus_beta2 = static_cast<T>(1.0 - o.beta2);
+  s.inv_bias1 = static_cast<T>(1.0 / (1.0 - std::pow(o.beta1, double(updates1))));
+  s.inv_bias2 = static_cast<T>(1.0 / (1.0 - std::pow(o.beta2, double(updates2))));
+  s.eps = static_cast<T>(o.eps);
+  return s;
+}
+
 /// What a record says about one moment: its name in messages and whether its entries must be >= 0.
 struct MomentInfo {
   const char* name;
@@ -148,7 +170,8 @@ struct MomentInfo {
 };
 
 /// Everything a record must match to be loaded by an optimizer: kind, distribution, the bytes of one moment entry
-/// (sizeof(Scalar) on the CPU, 4 on the GPU, whose moments are fp32), the moment count, shapes, schedule, stream.
+/// (sizeof(Scalar) on the CPU, 4 on the GPU, whose moments are fp32), the moment count, shapes, schedule, sketch
+/// stream.
 /// A CPU float optimizer and a CUDA optimizer of any W type with equal identities read each other's records.
 struct OptimizerIdentity {
   std::uint32_t kind;
@@ -156,7 +179,7 @@ struct OptimizerIdentity {
   std::uint32_t scalar_bytes;
   int moments;
   MomentInfo info[2];
-  std::uint64_t m, n, r, seed, period, stream;
+  std::uint64_t m, n, r, seed, period, sketch_stream;
 
   /// Entries of one moment (m·r; the constructors check that the record's size fits in size_t).
   std::size_t moment_entries() const { return static_cast<std::size_t>(m * r); }
@@ -179,7 +202,7 @@ inline void encode_optimizer_header(const OptimizerIdentity& id, const Optimizer
       kOptimizerFormatVersion, id.kind, id.distribution, id.scalar_bytes, static_cast<std::uint32_t>(id.moments), 0, 0};
   for (int f = 0; f < 7; ++f) put_u32(out + 4 + 4 * f, words[f]);
   const std::uint64_t fields[10] = {
-      id.m, id.n, id.r, id.seed, id.period, id.stream, counters.step, counters.updates[0], counters.updates[1], 0};
+      id.m, id.n, id.r, id.seed, id.period, id.sketch_stream, counters.step, counters.updates[0], counters.updates[1], 0};
   for (int f = 0; f < 10; ++f) put_u64(out + kOptimizerU64Offset + 8 * f, fields[f]);
 }
 
@@ -228,7 +251,7 @@ OptimizerCounters validate_optimizer_record(const char* fn, const std::uint8_t* 
   expect_u32(6, 0, "reserved word 1");
   const auto u64_at = [&](int f) { return get_u64(bytes + kOptimizerU64Offset + 8 * f); };
   const char* names[6] = {"m", "n", "r", "schedule seed", "schedule period", "stream"};
-  const std::uint64_t want[6] = {id.m, id.n, id.r, id.seed, id.period, id.stream};
+  const std::uint64_t want[6] = {id.m, id.n, id.r, id.seed, id.period, id.sketch_stream};
   for (int f = 0; f < 6; ++f) {
     COMPACT_REQUIRE(u64_at(f) == want[f],
                     fn << ": record " << names[f] << " = " << u64_at(f) << ", this optimizer has " << want[f]);
@@ -270,7 +293,7 @@ OptimizerCounters validate_optimizer_record(const char* fn, const std::uint8_t* 
   return c;
 }
 
-/// The backend-neutral part of every compressed optimizer: shapes, the schedule and stream that define P at each
+/// The backend-neutral part of every compressed optimizer: shapes, the schedule and sketch stream that define P at each
 /// optimizer step, the step and moment-update counters, and the record's identity. Moment is the type the moments
 /// are kept and recorded in (the CPU's Scalar; float on the GPU).
 ///
@@ -290,16 +313,16 @@ class OptimizerCore {
   index_t rank() const { return r_; }
   /// Optimizer steps taken so far (micro-batches do not count).
   std::uint64_t step_count() const { return step_; }
-  /// The schedule and stream that define P.
+  /// The schedule and the sketch stream (SketchState::stream: which layer, or group of sibling layers) that define P.
   const Schedule& schedule() const { return schedule_; }
-  std::uint64_t stream() const { return stream_; }
+  std::uint64_t sketch_stream() const { return sketch_stream_; }
   /// The sketch state of the coming step: every micro-batch until the next step() must sketch with it.
-  SketchState state() const { return schedule_.at(stream_, step_); }
+  SketchState state() const { return schedule_.at(sketch_stream_, step_); }
 
  protected:
-  OptimizerCore(const char* fn, index_t m, index_t n, index_t r, Schedule schedule, std::uint64_t stream,
+  OptimizerCore(const char* fn, index_t m, index_t n, index_t r, Schedule schedule, std::uint64_t sketch_stream,
                 std::uint32_t kind, int moments, MomentInfo first, MomentInfo second)
-      : m_(m), n_(n), r_(r), schedule_(schedule), stream_(stream), kind_(kind), moments_(moments) {
+      : m_(m), n_(n), r_(r), schedule_(schedule), sketch_stream_(sketch_stream), kind_(kind), moments_(moments) {
     COMPACT_REQUIRE(m >= 1, fn << ": argument m (rows of W) = " << m << " must be >= 1");
     COMPACT_REQUIRE(n >= 1, fn << ": argument n (columns of W) = " << n << " must be >= 1");
     COMPACT_REQUIRE(r >= 1 && r <= n, fn << ": argument r = " << r << " must satisfy 1 <= r <= n = " << n);
@@ -330,7 +353,7 @@ class OptimizerCore {
                              std::uint64_t(r_),
                              schedule_.seed(),
                              schedule_.period(),
-                             stream_};
+                             sketch_stream_};
   }
 
   /// A record of this optimizer's size with its header written; the caller writes the moments
@@ -358,7 +381,7 @@ class OptimizerCore {
   index_t n_;
   index_t r_;
   Schedule schedule_;
-  std::uint64_t stream_;
+  std::uint64_t sketch_stream_;  // SketchState::stream of every P (not a CUDA stream)
   std::uint32_t kind_;
   int moments_;
   MomentInfo info_[2] = {};

@@ -6,9 +6,9 @@
 #include <type_traits>
 
 #include "compact/config.hpp"
-#include "compact/core/entries.hpp"
-#include "compact/core/state.hpp"
-#include "compact/core/tags.hpp"
+#include "compact/spec/entries.hpp"
+#include "compact/spec/state.hpp"
+#include "compact/spec/tags.hpp"
 
 namespace compact {
 
@@ -27,7 +27,7 @@ namespace detail {
 template <class Dist>
 void check_projector_shape(const char* fn, index_t n, index_t r) {
   static_assert(is_distribution<Dist>,
-                "compact: Dist is not a distribution (it has no DistributionTraits specialization, see core/tags.hpp)");
+                "compact: Dist is not a distribution (it has no DistributionTraits specialization, see spec/tags.hpp)");
   check_spec_shape(fn, n, r);
   DistributionTraits<Dist>::check_shape(fn, n, r);
 }

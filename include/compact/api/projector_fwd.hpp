@@ -2,7 +2,7 @@
 #pragma once
 /// The Projector class template: one (Backend, Dist, Scalar) combination per partial specialization.
 
-#include "compact/core/tags.hpp"
+#include "compact/spec/tags.hpp"
 
 namespace compact {
 
@@ -10,7 +10,7 @@ namespace compact {
 ///
 /// Specializations: Projector<Cpu, Gaussian|Rademacher|Srht, float|double> (compact/cpu/) and
 /// Projector<Cuda, Gaussian|Rademacher|Srht, float|__half|__nv_bfloat16> (compact/cuda/, under nvcc; one TU may use
-/// both backends). Every one derives from detail::ProjectorCore (core/projector_core.hpp), which checks the shape.
+/// both backends). Every one derives from detail::ProjectorCore (api/projector_core.hpp), which checks the shape.
 /// The API, the same on both backends (C = compute_t<Scalar>: float, or double for double):
 ///   Projector(index_t n, index_t r, SketchState state);                  // Cpu; 1 <= r <= n, plus the
 ///   Projector(index_t n, index_t r, SketchState state, Cuda, Workspace); // Cuda  distribution's rule
@@ -29,7 +29,7 @@ template <class Backend, class Dist, class Scalar = float>
 class Projector {
   static_assert(detail::is_distribution<Dist>,
                 "compact::Projector<Backend, Dist, Scalar>: Dist is not a distribution (no DistributionTraits "
-                "specialization, see compact/core/tags.hpp)");
+                "specialization, see compact/spec/tags.hpp)");
   static_assert(!detail::is_distribution<Dist>,  // only one of the two messages fires
                 "compact::Projector<Backend, Dist, Scalar>: this combination has no implementation. Supported: "
                 "Backend = compact::Cpu with Scalar = float|double (include <compact/compact.hpp>); Backend = "

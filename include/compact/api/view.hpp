@@ -6,7 +6,7 @@
 #include <type_traits>
 
 #include "compact/config.hpp"
-#include "compact/core/checked_size.hpp"
+#include "compact/api/checked_size.hpp"
 
 namespace compact {
 

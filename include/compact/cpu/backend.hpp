@@ -2,7 +2,7 @@
 #pragma once
 /// The CPU backend tag (Cpu) and CpuScratch, the older name of the Workspace a CPU call borrows.
 
-#include "compact/core/workspace.hpp"
+#include "compact/api/workspace.hpp"
 
 namespace compact {
 
@@ -11,7 +11,7 @@ namespace compact {
 /// it points to).
 struct Cpu {};
 
-/// Host scratch lent to one CPU sketch/unsketch_grad call: the Workspace of every backend (core/workspace.hpp), under
+/// Host scratch lent to one CPU sketch/unsketch_grad call: the Workspace of every backend (api/workspace.hpp), under
 /// the name the CPU API had before the two backends' APIs were unified. Kept because callers (cpu/optimizer.hpp,
 /// user code) spell it; new code writes Workspace.
 using CpuScratch = Workspace;

@@ -6,7 +6,7 @@
 #include <type_traits>
 
 #include "compact/config.hpp"
-#include "compact/core/view.hpp"
+#include "compact/api/view.hpp"
 #include "compact/cpu/backend.hpp"
 #include "compact/cpu/eigen.hpp"
 

@@ -8,16 +8,17 @@
 #include <vector>
 
 #include "compact/config.hpp"
-#include "compact/core/checked_size.hpp"
-#include "compact/core/entries.hpp"
-#include "compact/core/projector_core.hpp"
-#include "compact/core/projector_fwd.hpp"
-#include "compact/core/state.hpp"
-#include "compact/core/view.hpp"
-#include "compact/core/workspace.hpp"
+#include "compact/spec/entries.hpp"
+#include "compact/spec/state.hpp"
+#include "compact/api/checked_size.hpp"
+#include "compact/api/projector_core.hpp"
+#include "compact/api/projector_fwd.hpp"
+#include "compact/api/view.hpp"
+#include "compact/api/workspace.hpp"
+#include "compact/kernels/panel_schedule.hpp"
 #include "compact/cpu/backend.hpp"
-#include "compact/cpu/gemm_engine.hpp"
 #include "compact/cpu/eigen.hpp"
+#include "compact/cpu/gemm_engine.hpp"
 #include "compact/cpu/generate.hpp"
 #include "compact/cpu/projector.hpp"
 
@@ -86,22 +87,25 @@ class DenseCpuProjector : public ProjectorCore {
     engine_ = engine;
   }
 
-  /// Bytes of the Workspace every sketch and unsketch_grad of a projector of shape (n, r) with panel budget
-  /// `panel_entries` can take: one panel of P, whatever the number of rows. A pure function of its arguments (needs
-  /// no projector, no device), as on every backend.
-  static std::size_t workspace_bytes(index_t n, index_t r, index_t panel_entries = kPanelEntries) {
+  /// Bytes of the Workspace every sketch and unsketch_grad of a projector of shape (n, r) with the default panel
+  /// budget (kPanelEntries) can take: one panel of P, whatever the number of rows. A pure function of its arguments
+  /// (needs no projector, no device), with the CUDA projectors' parameters: the panel schedule is kSerial on the CPU,
+  /// which generates each panel with all threads and then multiplies it (kOverlap, two buffers on two CUDA streams,
+  /// is refused). A projector built with another budget reports its need with scratch_bytes(rows).
+  static std::size_t workspace_bytes(index_t n, index_t r, PanelSchedule schedule = PanelSchedule::kSerial) {
     check_projector_shape<Dist>("Projector::workspace_bytes", n, r);
-    COMPACT_REQUIRE(panel_entries >= 1,
-                    "Projector::workspace_bytes: argument panel_entries = " << panel_entries << " must be >= 1");
-    const index_t width = panel_extent(n, r, panel_entries), height = panel_extent(r, n, panel_entries);
-    return static_cast<std::size_t>(std::max(n * width, height * r)) * sizeof(Scalar);
+    COMPACT_REQUIRE(schedule == PanelSchedule::kSerial,
+                    "Projector<Cpu>::workspace_bytes: argument schedule = kOverlap is a CUDA schedule (two panel "
+                    "buffers on two streams); the CPU projectors run kSerial");
+    return panel_bytes(n, r, kPanelEntries);
   }
 
-  /// Bytes of Workspace one sketch or unsketch_grad of `rows` rows takes: workspace_bytes(n, r, panel_entries())
-  /// for every `rows` (one panel of P). The per-call query the optimizers use.
+  /// Bytes of Workspace one sketch or unsketch_grad of `rows` rows takes: one panel of P under this projector's budget
+  /// panel_entries(), for every `rows` (workspace_bytes(n, r) with the default budget). The per-call query the
+  /// optimizers use.
   std::size_t scratch_bytes(index_t rows = 0) const {
     (void)rows;
-    return workspace_bytes(n_, r_, panel_entries_);
+    return panel_bytes(n_, r_, panel_entries_);
   }
 
   /// z = x P. x: B x n, z: B x r (row-major, any row strides, z must not overlap x), with the caller's workspace (at
@@ -134,6 +138,13 @@ class DenseCpuProjector : public ProjectorCore {
   }
 
  private:
+  /// Bytes of one panel of P, the larger of sketch's (n x width) and unsketch_grad's (height x r), for a budget of
+  /// `panel_entries` entries.
+  static std::size_t panel_bytes(index_t n, index_t r, index_t panel_entries) {
+    const index_t width = panel_extent(n, r, panel_entries), height = panel_extent(r, n, panel_entries);
+    return static_cast<std::size_t>(std::max(n * width, height * r)) * sizeof(Scalar);
+  }
+
   /// sketch after the checks: column panels of P into `panel` (n x panel_width()), one GEMM grid per panel.
   void sketch_unchecked(const MatrixView<const Scalar>& x, const MatrixView<Scalar>& z, Scalar* panel) const {
     const index_t b = x.rows, width = panel_width();

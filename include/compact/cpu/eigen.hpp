@@ -33,9 +33,9 @@
 #include <new>
 
 #include "compact/config.hpp"
-#include "compact/core/checked_size.hpp"
-#include "compact/core/view.hpp"
-#include "compact/core/workspace.hpp"
+#include "compact/api/checked_size.hpp"
+#include "compact/api/view.hpp"
+#include "compact/api/workspace.hpp"
 #include "compact/cpu/backend.hpp"
 #include "compact/cpu/task_pool.hpp"
 

@@ -1,21 +1,21 @@
 // SPDX-License-Identifier: MIT
 // No #pragma once: included once per instruction set (cpu/kernels_avx2.hpp, cpu/kernels_avx512.hpp, SIMDe's
 // tests/cpu/test_avx512_emulated.cpp), inside that instance's namespace and target region, after its lane types
-// (cpu/lanes_<isa>.inl) and core/fp32_lanes.inl.
+// (cpu/lanes_<isa>.inl) and spec/fp32_lanes.inl.
 /// Dense panel generation written once for every vector instruction set: kLanes Philox4x32-10 blocks per step,
 /// Box-Muller lane by lane, Rademacher words as sign lanes.
 ///
-/// The instance's lane file provides, besides what core/fp32_lanes.inl uses: kLanes; U64 (64-bit lanes, broadcast from
+/// The instance's lane file provides, besides what spec/fp32_lanes.inl uses: kLanes; U64 (64-bit lanes, broadcast from
 /// one std::uint64_t), mul_lo32, hi32, xor3, join_lo32; Counters {block_a, block_b, row_a, row_b}, CounterWord,
 /// load_counters, run_counters; to_slot_order; signed_lanes; store(float* / double*, F32),
 /// store_aligned(std::uint32_t*, U32).
 ///
-/// The kernels perform the reference's IEEE operations (core/entries.hpp, core/fp32_lanes.inl) lane by lane, in the
+/// The kernels perform the reference's IEEE operations (spec/entries.hpp, spec/fp32_lanes.inl) lane by lane, in the
 /// same order and with the same fma's, so their results are the bits of `detail::fill_dense_panel_scalar`
 /// (tests/cpu/test_generate.cpp, test_cpu_isa.cpp, test_avx512_native.cpp and test_avx512_emulated.cpp check this on
 /// many panels).
 
-/// The Philox round keys (core/philox.hpp's schedule), each broadcast to every 64-bit lane.
+/// The Philox round keys (spec/philox.hpp's schedule), each broadcast to every 64-bit lane.
 struct PhiloxKeys {
   U64 k0[kPhiloxRounds];
   U64 k1[kPhiloxRounds];
@@ -63,7 +63,7 @@ inline void philox(const Counters& c, std::uint64_t window, const PhiloxKeys& rk
 }
 
 /// The scaled Gaussian entries of kLanes blocks in slot order: out[q] holds slots q kLanes/4 .. (q + 1) kLanes/4 - 1,
-/// four consecutive entries each (normal4 of core/entries.hpp, times the scale).
+/// four consecutive entries each (normal4 of spec/entries.hpp, times the scale).
 inline void gaussian_blocks(const Counters& c, std::uint64_t window, const PhiloxKeys& rk, F32 scale, F32 out[4]) {
   U32 x[4];
   philox(c, window, rk, x);

@@ -31,10 +31,10 @@
 #endif
 
 // The one switch of every x86 vector path (generation and the FWHT in cpu/kernels_*.hpp, the SRHT gather in
-// cpu/srht_rows.hpp): COMPACT_DETAIL_HAS_X86_PATHS. Under COMPACT_DISABLE_SIMD none of them is compiled (no
+// cpu/srht_row_transform.hpp): COMPACT_DETAIL_HAS_X86_PATHS. Under COMPACT_DISABLE_SIMD none of them is compiled (no
 // intrinsics header, no target region) and best_cpu_isa() is kScalar, so every kernel takes its scalar reference.
 //
-// Each kernel is written once (cpu/fwht_passes.inl, cpu/generate_panels.inl, core/fp32_lanes.inl) against the lane
+// Each kernel is written once (cpu/fwht_passes.inl, cpu/generate_panels.inl, spec/fp32_lanes.inl) against the lane
 // types of an instruction set (cpu/lanes_avx2.inl, cpu/lanes_avx512.inl) and compiled once per instruction set, as
 // Highway does: cpu/kernels_avx2.hpp and cpu/kernels_avx512.hpp include the sources inside a namespace of their own
 // (detail::avx2, detail::avx512) between COMPACT_DETAIL_BEGIN_<ISA> and COMPACT_DETAIL_END_TARGET, which give every
@@ -44,7 +44,7 @@
 #if !defined(COMPACT_DETAIL_AVX512_EMULATED)  // that test TU has SIMDe's native aliases instead (see below)
 #include <immintrin.h>
 #endif
-/// Compiles one function for AVX instructions only (the SRHT's streaming gather, cpu/srht_rows.hpp).
+/// Compiles one function for AVX instructions only (the SRHT's streaming gather, cpu/srht_row_transform.hpp).
 #define COMPACT_DETAIL_TARGET_AVX __attribute__((target("avx")))
 #if defined(__clang__)
 #define COMPACT_DETAIL_BEGIN_AVX2 \

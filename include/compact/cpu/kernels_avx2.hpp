@@ -4,9 +4,9 @@
 /// instruction set in namespace detail::avx2.
 ///
 /// Highway's pattern: the lane types and operations of the instruction set (cpu/lanes_avx2.inl), then the kernels
-/// written against them (core/fp32_lanes.inl, cpu/generate_panels.inl, cpu/fwht_passes.inl), all included between
+/// written against them (spec/fp32_lanes.inl, cpu/generate_panels.inl, cpu/fwht_passes.inl), all included between
 /// COMPACT_DETAIL_BEGIN_AVX2 and COMPACT_DETAIL_END_TARGET, which compile every function in between for AVX2 + FMA
-/// whatever the translation unit's -m flags (cpu/isa.hpp). cpu/generate.hpp, cpu/fwht.hpp and cpu/srht_rows.hpp call
+/// whatever the translation unit's -m flags (cpu/isa.hpp). cpu/generate.hpp, cpu/fwht.hpp and cpu/srht_row_transform.hpp call
 /// them after the run-time CPU check.
 
 #include <cstddef>
@@ -14,7 +14,7 @@
 #include <type_traits>
 
 #include "compact/config.hpp"
-#include "compact/core/entries.hpp"
+#include "compact/spec/entries.hpp"
 #include "compact/cpu/fwht_portable.hpp"
 #include "compact/cpu/isa.hpp"
 
@@ -26,8 +26,8 @@ namespace detail {
 namespace avx2 {
 
 #define COMPACT_DETAIL_LANES_FN inline
-#include "compact/cpu/lanes_avx2.inl"
-#include "compact/core/fp32_lanes.inl"
+#include "compact/cpu/lanes_avx2.inl"  // first: the lane types the kernels below are written in
+#include "compact/spec/fp32_lanes.inl"
 #include "compact/cpu/generate_panels.inl"
 #include "compact/cpu/fwht_passes.inl"
 #undef COMPACT_DETAIL_LANES_FN

@@ -14,7 +14,7 @@
 #include <type_traits>
 
 #include "compact/config.hpp"
-#include "compact/core/entries.hpp"
+#include "compact/spec/entries.hpp"
 #include "compact/cpu/fwht_portable.hpp"
 #include "compact/cpu/isa.hpp"
 
@@ -35,8 +35,8 @@ namespace detail {
 namespace COMPACT_DETAIL_AVX512_NAMESPACE {
 
 #define COMPACT_DETAIL_LANES_FN inline
-#include "compact/cpu/lanes_avx512.inl"
-#include "compact/core/fp32_lanes.inl"
+#include "compact/cpu/lanes_avx512.inl"  // first: the lane types the kernels below are written in
+#include "compact/spec/fp32_lanes.inl"
 #include "compact/cpu/generate_panels.inl"
 #include "compact/cpu/fwht_passes.inl"
 #undef COMPACT_DETAIL_LANES_FN

@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: MIT
 // No #pragma once: included once, by cpu/kernels_avx2.hpp, inside namespace detail::avx2 and its target region.
-/// Eight lanes of AVX2 + FMA: the lane types and operations that core/fp32_lanes.inl, cpu/generate_panels.inl and
+/// Eight lanes of AVX2 + FMA: the lane types and operations that spec/fp32_lanes.inl, cpu/generate_panels.inl and
 /// cpu/fwht_passes.inl are written in (the list is in each of those files' comments).
 ///
 /// Every operation is one instruction (or a short exact sequence) whose IEEE result is that of the one-lane instance
-/// (namespace detail::scalar, core/fp32_math.hpp), lane by lane; where an instruction only agrees on a range (the
+/// (namespace detail::scalar, spec/fp32_math.hpp), lane by lane; where an instruction only agrees on a range (the
 /// signed compare and conversion below), the comment names the range and the kernels stay inside it.
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -122,7 +122,7 @@ inline void to_slot_order(F32 v0, F32 v1, F32 v2, F32 v3, F32 out[4]) {
 }
 
 /// Lanes 8 part .. 8 part + 7 of a Rademacher word: lane l is -value where bit 8 part + l of `word` is set, +value
-/// where it is clear (rademacher_value, core/entries.hpp: the bit moved into value's sign).
+/// where it is clear (rademacher_value, spec/entries.hpp: the bit moved into value's sign).
 inline F32 signed_lanes(std::uint32_t word, int part, F32 value) {
   const int top = 31 - 8 * part;
   const __m256i shift = _mm256_setr_epi32(top, top - 1, top - 2, top - 3, top - 4, top - 5, top - 6, top - 7);

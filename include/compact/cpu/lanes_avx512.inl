@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // No #pragma once: included once per build of the AVX-512 instance (cpu/kernels_avx512.hpp, and SIMDe's in
 // tests/cpu/test_avx512_emulated.cpp), inside that instance's namespace and target region.
-/// Sixteen lanes of AVX-512 F: the lane types and operations that core/fp32_lanes.inl, cpu/generate_panels.inl and
+/// Sixteen lanes of AVX-512 F: the lane types and operations that spec/fp32_lanes.inl, cpu/generate_panels.inl and
 /// cpu/fwht_passes.inl are written in (the list is in each of those files' comments).
 ///
 /// AVX-512 F only (no DQ, BW or VL). The intrinsics are chosen among those SIMDe 0.7.4 implements, so that the same
@@ -124,7 +124,7 @@ inline void to_slot_order(F32 v0, F32 v1, F32 v2, F32 v3, F32 out[4]) {
 }
 
 /// Lanes 16 part .. 16 part + 15 of a Rademacher word: lane l is -value where bit 16 part + l of `word` is set,
-/// +value where it is clear (rademacher_value, core/entries.hpp: the word is the blend mask).
+/// +value where it is clear (rademacher_value, spec/entries.hpp: the word is the blend mask).
 inline F32 signed_lanes(std::uint32_t word, int part, F32 value) {
   const F32 negated = from_bits(bits_of(value) ^ U32(fp32::kSignBit));
   return _mm512_mask_blend_ps(static_cast<std::uint16_t>(word >> (16 * part)), value.raw, negated.raw);

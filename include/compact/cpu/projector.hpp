@@ -7,9 +7,9 @@
 #include <cstddef>
 
 #include "compact/config.hpp"
-#include "compact/core/projector_core.hpp"
-#include "compact/core/view.hpp"
-#include "compact/core/workspace.hpp"
+#include "compact/api/projector_core.hpp"
+#include "compact/api/view.hpp"
+#include "compact/api/workspace.hpp"
 #include "compact/cpu/eigen.hpp"
 
 namespace compact {

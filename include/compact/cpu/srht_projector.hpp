@@ -9,18 +9,18 @@
 #include <vector>
 
 #include "compact/config.hpp"
-#include "compact/core/entries.hpp"
-#include "compact/core/projector_core.hpp"
-#include "compact/core/projector_fwd.hpp"
-#include "compact/core/srht.hpp"
-#include "compact/core/state.hpp"
-#include "compact/core/view.hpp"
-#include "compact/core/workspace.hpp"
+#include "compact/spec/entries.hpp"
+#include "compact/spec/srht.hpp"
+#include "compact/spec/state.hpp"
+#include "compact/api/projector_core.hpp"
+#include "compact/api/projector_fwd.hpp"
+#include "compact/api/view.hpp"
+#include "compact/api/workspace.hpp"
 #include "compact/cpu/backend.hpp"
 #include "compact/cpu/eigen.hpp"
 #include "compact/cpu/fwht.hpp"
 #include "compact/cpu/projector.hpp"
-#include "compact/cpu/srht_rows.hpp"
+#include "compact/cpu/srht_row_transform.hpp"
 
 namespace compact {
 namespace detail {
@@ -33,7 +33,7 @@ static_assert(kFwhtMaxLength >= kSrhtMaxPaddedDim, "the CPU FWHT must reach the 
 /// n' = next_pow2(n); d (signs), S (the column sample, r ascending indices below n') and the fp32 scale
 /// 1/sqrt(r) are computed once by the constructor (O(n') time and memory). `sketch` applies P to each row of x in
 /// O(n' log n'): x . d zero-padded to n' and transformed in a length-n' buffer (the product formed by the FWHT's
-/// first pass, cpu/srht_rows.hpp), then S gathered and scaled. `unsketch_grad` is
+/// first pass, cpu/srht_row_transform.hpp), then S gathered and scaled. `unsketch_grad` is
 /// the exact adjoint: scatter g into S of a zeroed buffer, fwht, multiply by d and the scale, drop the padding.
 /// Rows run in parallel (detail::parallel_tasks, a fixed partition into tasks of kRowsPerTask rows, on at most
 /// kMaxTeam threads); each thread uses one buffer of n' Scalars (scratch_bytes_per_thread()), allocated per call before

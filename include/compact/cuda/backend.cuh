@@ -1,14 +1,14 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 /// The CUDA backend tag: stream, cuBLAS handle and its workspace, the overlap's side stream and events (the device
-/// workspace a projector is lent is core/workspace.hpp's Workspace).
+/// workspace a projector is lent is api/workspace.hpp's Workspace).
 
 #include <cstddef>
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
-#include "compact/core/workspace.hpp"
+#include "compact/api/workspace.hpp"
 
 namespace compact {
 
@@ -25,7 +25,7 @@ struct PanelOverlap {
 /// The CUDA backend: every kernel and cuBLAS call of an operation is issued on `stream`, in order, and nothing
 /// waits for it on the host (no cudaDeviceSynchronize, no cudaStreamSynchronize, no blocking copies). Copyable,
 /// non-owning. With `overlap` set, a dense projector also generates panels on overlap.side, ordered against
-/// `stream` by overlap's events only (see core/panel_schedule.hpp): the caller's stream still sees the operation
+/// `stream` by overlap's events only (see kernels/panel_schedule.hpp): the caller's stream still sees the operation
 /// as one piece of stream-ordered work.
 ///
 /// `cublas` is the caller's handle, needed only by operations that run a GEMM (dense sketch/unsketch_grad,

@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: MIT
 #pragma once
-/// DeviceBlock: the Block concept of core/block.hpp on the GPU, for the kernel bodies written in core/.
+/// DeviceBlock: the Block concept of kernels/block.hpp on the GPU, for the kernel bodies written in kernels/.
 
 #include <cuda_runtime.h>
 
 #include "compact/config.hpp"
-#include "compact/core/block.hpp"
-#include "compact/core/grid.hpp"
+#include "compact/kernels/block.hpp"
+#include "compact/kernels/grid.hpp"
 
 namespace compact {
 namespace detail {

@@ -9,8 +9,8 @@
 #include <cuda_runtime.h>
 
 #include "compact/config.hpp"
-#include "compact/core/gemm_plan.hpp"
-#include "compact/core/view.hpp"
+#include "compact/api/view.hpp"
+#include "compact/kernels/gemm_plan.hpp"
 #include "compact/cuda/backend.cuh"
 #include "compact/cuda/check.cuh"
 #include "compact/cuda/gemm.cuh"

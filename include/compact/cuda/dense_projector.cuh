@@ -10,15 +10,15 @@
 #include <cuda_runtime.h>
 
 #include "compact/config.hpp"
-#include "compact/core/dense_panel.hpp"
-#include "compact/core/entries.hpp"
-#include "compact/core/gemm_plan.hpp"
-#include "compact/core/panel_schedule.hpp"
-#include "compact/core/projector_core.hpp"
-#include "compact/core/projector_fwd.hpp"
-#include "compact/core/state.hpp"
-#include "compact/core/view.hpp"
-#include "compact/core/workspace.hpp"
+#include "compact/spec/entries.hpp"
+#include "compact/spec/state.hpp"
+#include "compact/api/projector_core.hpp"
+#include "compact/api/projector_fwd.hpp"
+#include "compact/api/view.hpp"
+#include "compact/api/workspace.hpp"
+#include "compact/kernels/dense_panel.hpp"
+#include "compact/kernels/gemm_plan.hpp"
+#include "compact/kernels/panel_schedule.hpp"
 #include "compact/cuda/backend.cuh"
 #include "compact/cuda/check.cuh"
 #include "compact/cuda/device.cuh"
@@ -31,7 +31,7 @@
 namespace compact {
 namespace detail {
 
-/// Issues the steps of `split`'s panels in `schedule` (core/panel_schedule.hpp): generate(k, buffer, stream)
+/// Issues the steps of `split`'s panels in `schedule` (kernels/panel_schedule.hpp): generate(k, buffer, stream)
 /// enqueues panel k's generation into `buffer` on `stream`, gemm(k, buffer) enqueues panel k's GEMM on `main`.
 /// Records and waits go to overlap's events; with kSerial every step runs on `main`.
 template <class Scalar, class Generate, class Gemm>
@@ -66,7 +66,7 @@ void issue_panels(const PanelSplit& split, PanelSchedule schedule, Scalar* works
 ///
 /// Class invariant: that of CudaProjectorBase, with a workspace of at least min_workspace_bytes(n, r, schedule()).
 /// `sketch` generates column panels of P (n x w) and `unsketch_grad` row panels (h x r) into the workspace, each
-/// multiplied by one GEMM on the operation's stream; core/panel_schedule.hpp sizes them (sketch_split,
+/// multiplied by one GEMM on the operation's stream; kernels/panel_schedule.hpp sizes them (sketch_split,
 /// unsketch_split): as large as the workspace allows (multiples of kPanelAlign unless the whole of P fits), so
 /// with workspace_bytes(n, r) a typical layer generates P once and runs one GEMM. Panel rows are 16-byte aligned
 /// (leading dimension r rounded up to 16 bytes), so the panel kernel stores whole vectors. The panels in flight are
@@ -187,7 +187,7 @@ class DenseCudaProjector : public CudaProjectorBase {
   }
 
  private:
-  /// Entries of P the workspace holds (core/panel_schedule.hpp sizes the panels from it).
+  /// Entries of P the workspace holds (kernels/panel_schedule.hpp sizes the panels from it).
   index_t capacity() const { return static_cast<index_t>(workspace_.bytes / sizeof(Scalar)); }
 
   PanelSchedule schedule_;

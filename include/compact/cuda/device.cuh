@@ -8,7 +8,7 @@
 #include <cuda_runtime.h>
 
 #include "compact/config.hpp"
-#include "compact/core/launch_limits.hpp"
+#include "compact/kernels/launch_limits.hpp"
 #include "compact/cuda/check.cuh"
 
 namespace compact {
@@ -48,7 +48,7 @@ inline std::size_t max_shared_bytes_per_block(int device, const char* fn) {
 
 /// Lets `kernel` use `bytes` of dynamic shared memory on the current device (needed above 48 KiB), raising its
 /// cudaFuncAttributeMaxDynamicSharedMemorySize when it is below `bytes` and never lowering it
-/// (core/launch_limits.hpp's raise_shared_memory_limit: one lock around the read and the raise).
+/// (kernels/launch_limits.hpp's raise_shared_memory_limit: one lock around the read and the raise).
 template <class Kernel>
 void allow_shared_bytes(Kernel kernel, std::size_t bytes, const char* fn) {
   if (bytes <= 48 * 1024) return;

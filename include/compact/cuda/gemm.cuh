@@ -11,8 +11,8 @@
 #include <cublas_v2.h>
 
 #include "compact/config.hpp"
-#include "compact/core/gemm_plan.hpp"
-#include "compact/core/workspace.hpp"
+#include "compact/api/workspace.hpp"
+#include "compact/kernels/gemm_plan.hpp"
 #include "compact/cuda/backend.cuh"
 #include "compact/cuda/check.cuh"
 #include "compact/cuda/scalar.cuh"
@@ -132,7 +132,7 @@ inline void check_gemm_plan(const char* fn, const Cuda& backend, const GemmPlan&
   check_int(fn, "ldc", p.ldc);
 }
 
-/// Issues a GemmPlan (core/gemm_plan.hpp) on A = a, B = b, C = c with fp32 alpha, beta.
+/// Issues a GemmPlan (kernels/gemm_plan.hpp) on A = a, B = b, C = c with fp32 alpha, beta.
 template <class In, class Out>
 void gemm_plan(const char* fn, const Cuda& backend, const GemmPlan& p, float alpha, const In* a, const In* b,
                float beta, Out* c) {

@@ -9,12 +9,12 @@
 #include <cuda_runtime.h>
 
 #include "compact/config.hpp"
-#include "compact/core/gemm_plan.hpp"
-#include "compact/core/panel_schedule.hpp"
-#include "compact/core/projector_core.hpp"
-#include "compact/core/tags.hpp"
-#include "compact/core/vec16.hpp"
-#include "compact/core/view.hpp"
+#include "compact/spec/tags.hpp"
+#include "compact/api/projector_core.hpp"
+#include "compact/api/view.hpp"
+#include "compact/kernels/gemm_plan.hpp"
+#include "compact/kernels/panel_schedule.hpp"
+#include "compact/kernels/vec16.hpp"
 #include "compact/cuda/backend.cuh"
 #include "compact/cuda/dense_projector.cuh"
 #include "compact/cuda/device.cuh"
@@ -31,7 +31,7 @@ namespace compact {
 /// n * recommended_ld(r) * sizeof(Scalar) (8 MiB for n = 4096, r = 1024 in bf16; 32 MiB for n = 8192, r = 2048),
 /// against the regenerating projector's workspace, which layers can share because it is transient.
 ///
-/// Results: P's entries are those of the projector (core/entries.hpp), so with row stride recommended_ld(r)
+/// Results: P's entries are those of the projector (spec/entries.hpp), so with row stride recommended_ld(r)
 /// sketch and unsketch_grad issue exactly the GEMM that the projector's own sketch and unsketch_grad issue when its
 /// workspace holds all of P in one panel (schedule kSerial and n * recommended_ld(r) entries, as
 /// Projector::workspace_bytes(n, r) gives for layers of at most 2^24 entries): the results are then bit for bit

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 /// The dense panel kernel: writes a rectangle of a Gaussian or Rademacher P on the device, entry for entry the
-/// values core/entries.hpp gives, with 16-byte stores. Its body is core/dense_panel.hpp's dense_panel_thread.
+/// values spec/entries.hpp gives, with 16-byte stores. Its body is kernels/dense_panel.hpp's dense_panel_thread.
 
 #include <cstdint>
 #include <utility>
@@ -9,9 +9,9 @@
 #include <cuda_runtime.h>
 
 #include "compact/config.hpp"
-#include "compact/core/dense_panel.hpp"
-#include "compact/core/entries.hpp"
-#include "compact/core/vec16.hpp"
+#include "compact/spec/entries.hpp"
+#include "compact/kernels/dense_panel.hpp"
+#include "compact/kernels/vec16.hpp"
 #include "compact/cuda/check.cuh"
 #include "compact/cuda/scalar.cuh"
 

@@ -8,9 +8,9 @@
 #include <cuda_runtime.h>
 
 #include "compact/config.hpp"
-#include "compact/core/projector_core.hpp"
-#include "compact/core/state.hpp"
-#include "compact/core/workspace.hpp"
+#include "compact/spec/state.hpp"
+#include "compact/api/projector_core.hpp"
+#include "compact/api/workspace.hpp"
 #include "compact/cuda/backend.cuh"
 #include "compact/cuda/device.cuh"
 

@@ -10,8 +10,8 @@
 #include <library_types.h>
 
 #include "compact/config.hpp"
-#include "compact/core/convert.hpp"
-#include "compact/core/vec16.hpp"
+#include "compact/kernels/convert.hpp"
+#include "compact/kernels/vec16.hpp"
 
 namespace compact {
 namespace detail {
@@ -21,7 +21,7 @@ template <class T>
 inline constexpr bool is_cuda_scalar =
     std::is_same_v<T, float> || std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>;
 
-/// to_float (exact) and from_float (round to nearest even, through core/convert.hpp so host and device agree bit
+/// to_float (exact) and from_float (round to nearest even, through kernels/convert.hpp so host and device agree bit
 /// for bit), plus the cuBLAS data type.
 template <class T>
 struct CudaScalar {
@@ -70,7 +70,7 @@ struct CudaScalar<__nv_bfloat16> {
   COMPACT_HOST_DEVICE static std::uint16_t bits(__nv_bfloat16 x) { return static_cast<__nv_bfloat16_raw>(x).x; }
 };
 
-/// fp32 -> T (round to nearest even): the `convert` / `from_float` of the kernel bodies in core/.
+/// fp32 -> T (round to nearest even): the `convert` / `from_float` of the kernel bodies in kernels/.
 template <class T>
 struct FromFloat {
   COMPACT_HOST_DEVICE T operator()(float v) const { return CudaScalar<T>::from_float(v); }
@@ -83,7 +83,7 @@ struct ToBits {
   COMPACT_HOST_DEVICE auto operator()(float v) const { return raw_bits(CudaScalar<T>::from_float(v)); }
 };
 
-/// T -> fp32 (exact): the `to_float` of the kernel bodies in core/.
+/// T -> fp32 (exact): the `to_float` of the kernel bodies in kernels/.
 template <class T>
 struct ToFloat {
   COMPACT_HOST_DEVICE float operator()(T v) const { return CudaScalar<T>::to_float(v); }

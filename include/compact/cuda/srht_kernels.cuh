@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 #pragma once
-/// The GPU SRHT's kernels and their launchers: the selection of S and the packed signs (core/srht_select.hpp), and
-/// the one- or two-pass row transforms (core/srht_rows.hpp). Each __global__ function only reads the CUDA built-in
-/// indices and calls its body from core/, which the host tests run too.
+/// The GPU SRHT's kernels and their launchers: the selection of S and the packed signs (kernels/srht_select.hpp), and
+/// the one- or two-pass row transforms (kernels/srht_row_kernels.hpp). Each __global__ function only reads the CUDA built-in
+/// indices and calls its body from kernels/, which the host tests run too.
 ///
 /// Kernels without a natural template parameter are templates anyway (`template <int = 0>`): a non-template
 /// __global__ function defined in a header would be defined once per translation unit.
@@ -15,14 +15,14 @@
 #include <cuda_runtime.h>
 
 #include "compact/config.hpp"
-#include "compact/core/dense_panel.hpp"
-#include "compact/core/entries.hpp"
-#include "compact/core/fwht_block.hpp"
-#include "compact/core/grid.hpp"
-#include "compact/core/srht_rows.hpp"
-#include "compact/core/srht_select.hpp"
-#include "compact/core/srht_workspace.hpp"
-#include "compact/core/view.hpp"
+#include "compact/spec/entries.hpp"
+#include "compact/api/view.hpp"
+#include "compact/kernels/dense_panel.hpp"
+#include "compact/kernels/fwht_block.hpp"
+#include "compact/kernels/grid.hpp"
+#include "compact/kernels/srht_row_kernels.hpp"
+#include "compact/kernels/srht_select.hpp"
+#include "compact/kernels/srht_workspace.hpp"
 #include "compact/cuda/block.cuh"
 #include "compact/cuda/check.cuh"
 #include "compact/cuda/device.cuh"

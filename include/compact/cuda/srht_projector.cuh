@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 /// Projector<Cuda, Srht, float|__half|__nv_bfloat16>: one FWHT per padded row plus a gather (sketch) or a scatter
-/// (unsketch_grad), with the signs and the column sample of core/srht.hpp computed on the device.
+/// (unsketch_grad), with the signs and the column sample of spec/srht.hpp computed on the device.
 
 #include <cstddef>
 #include <cstdint>
@@ -9,18 +9,18 @@
 #include <cuda_runtime.h>
 
 #include "compact/config.hpp"
-#include "compact/core/dense_panel.hpp"
-#include "compact/core/fwht_block.hpp"
-#include "compact/core/grid.hpp"
-#include "compact/core/projector_core.hpp"
-#include "compact/core/projector_fwd.hpp"
-#include "compact/core/srht.hpp"
-#include "compact/core/srht_rows.hpp"
-#include "compact/core/srht_select.hpp"
-#include "compact/core/srht_workspace.hpp"
-#include "compact/core/state.hpp"
-#include "compact/core/view.hpp"
-#include "compact/core/workspace.hpp"
+#include "compact/spec/srht.hpp"
+#include "compact/spec/state.hpp"
+#include "compact/api/projector_core.hpp"
+#include "compact/api/projector_fwd.hpp"
+#include "compact/api/view.hpp"
+#include "compact/api/workspace.hpp"
+#include "compact/kernels/dense_panel.hpp"
+#include "compact/kernels/fwht_block.hpp"
+#include "compact/kernels/grid.hpp"
+#include "compact/kernels/srht_row_kernels.hpp"
+#include "compact/kernels/srht_select.hpp"
+#include "compact/kernels/srht_workspace.hpp"
 #include "compact/cuda/backend.cuh"
 #include "compact/cuda/check.cuh"
 #include "compact/cuda/device.cuh"
@@ -30,12 +30,12 @@
 
 namespace compact {
 
-/// SRHT projector on the GPU: P = D H S / sqrt(r) of core/srht.hpp, applied as one FWHT per padded row.
+/// SRHT projector on the GPU: P = D H S / sqrt(r) of spec/srht.hpp, applied as one FWHT per padded row.
 ///
 /// Class invariant: that of detail::CudaProjectorBase, with n' = next_pow2(n) <= kMaxPaddedDim and a workspace of
-/// at least min_workspace_bytes(n, r) (core/srht_workspace.hpp: the sample S, the packed signs of d, the chunk
+/// at least min_workspace_bytes(n, r) (kernels/srht_workspace.hpp: the sample S, the packed signs of d, the chunk
 /// boundaries of S, and a transient region). The constructor enqueues on backend.stream the computation of d and
-/// S (a radix select on the device, exactly core/srht.hpp's srht_sample) and picks the row plan for its device:
+/// S (a radix select on the device, exactly spec/srht.hpp's srht_sample) and picks the row plan for its device:
 /// one pass when n' fits the shared memory of one block (2^15 on sm_80 and sm_90), else two passes through an fp32
 /// scratch of scratch_rows() rows in the transient region. No GEMM, so the cuBLAS handle is not used. sketch costs
 /// O(B n' log n') flops and one read of x and write of z (plus a write and read of the scratch with two passes).
@@ -131,7 +131,7 @@ class Projector<Cuda, Srht, Scalar> : public detail::CudaProjectorBase {
     detail::enqueue_srht_unsketch<Scalar>(rows(), parts_.scratch, scratch_rows_, g, out, alpha, beta, stream);
   }
 
-  /// p = P (n x r, device memory, any row stride), entry by entry from core/srht.hpp's srht_entry.
+  /// p = P (n x r, device memory, any row stride), entry by entry from spec/srht.hpp's srht_entry.
   /// On backend().stream, or on `stream`.
   void materialize(MatrixView<Scalar> p) const { materialize(p, backend_.stream); }
   void materialize(MatrixView<Scalar> p, cudaStream_t stream) const {

@@ -11,8 +11,8 @@
 #include <thrust/device_vector.h>
 
 #include "compact/config.hpp"
-#include "compact/core/projector_fwd.hpp"
-#include "compact/core/view.hpp"
+#include "compact/api/projector_fwd.hpp"
+#include "compact/api/view.hpp"
 #include "compact/cuda/backend.cuh"
 #include "compact/cuda/compressed_grad.cuh"
 #include "compact/cuda/dense_projector.cuh"

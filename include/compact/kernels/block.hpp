@@ -25,16 +25,9 @@
 #include <vector>
 
 #include "compact/config.hpp"
-#include "compact/core/grid.hpp"
+#include "compact/portability.hpp"  // COMPACT_UNROLL
+#include "compact/kernels/grid.hpp"
 
-/// Fully unrolls the loop that follows in device code (nvcc's #pragma unroll), so that register arrays indexed by
-/// the loop variable stay in registers; nothing in host code. Kernel bodies put it on every loop over a register
-/// array: nvcc's own heuristics leave long nested loops rolled, and the array then lives in local memory.
-#if defined(__CUDA_ARCH__)
-#define COMPACT_UNROLL _Pragma("unroll")
-#else
-#define COMPACT_UNROLL
-#endif
 
 namespace compact {
 namespace detail {

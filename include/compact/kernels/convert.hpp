@@ -9,7 +9,7 @@
 #include <cstdint>
 
 #include "compact/config.hpp"
-#include "compact/core/fp32_math.hpp"
+#include "compact/spec/fp32_math.hpp"
 
 namespace compact {
 

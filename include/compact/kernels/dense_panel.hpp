@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 /// The GPU's dense panel kernel as a host/device function of (block, thread): a rectangle of a Gaussian or
-/// Rademacher P, entry for entry the values of core/entries.hpp, written with 16-byte vector stores.
+/// Rademacher P, entry for entry the values of spec/entries.hpp, written with 16-byte vector stores.
 ///
 /// Each output row is cut at the 16-byte boundaries of the destination into segments of V = 16 / sizeof(element)
 /// columns (8 for bf16/fp16, 4 for fp32). A task is one (row, segment): its thread generates the segment's V entries
@@ -14,10 +14,10 @@
 #include <type_traits>
 
 #include "compact/config.hpp"
-#include "compact/core/entries.hpp"
-#include "compact/core/philox.hpp"
-#include "compact/core/tags.hpp"
-#include "compact/core/vec16.hpp"
+#include "compact/spec/entries.hpp"
+#include "compact/spec/philox.hpp"
+#include "compact/spec/tags.hpp"
+#include "compact/kernels/vec16.hpp"
 
 namespace compact {
 namespace detail {

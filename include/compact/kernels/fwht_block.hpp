@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 /// The GPU's FWHT of rows (or chunks of rows) by one thread block, written against the Block concept of
-/// core/block.hpp so that the host tests run the kernels' own code.
+/// kernels/block.hpp so that the host tests run the kernels' own code.
 ///
 /// A row of L = 2^c elements is held by T = 2^tau threads in E = 2^e registers each (E = 32 up to 2^10, 64 beyond:
 /// several elements per thread; c = tau + e, and rows shorter than 32 are one thread's, padded with zeros in
@@ -22,7 +22,7 @@
 #include <cstdint>
 
 #include "compact/config.hpp"
-#include "compact/core/block.hpp"
+#include "compact/kernels/block.hpp"
 
 namespace compact {
 namespace detail {

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "compact/config.hpp"
-#include "compact/core/grid.hpp"
+#include "compact/kernels/grid.hpp"
 
 namespace compact {
 namespace detail {

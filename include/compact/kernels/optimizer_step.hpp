@@ -15,90 +15,14 @@
 #include <cstdint>
 
 #include "compact/config.hpp"
-#include "compact/core/convert.hpp"
-#include "compact/core/fp32_math.hpp"
-#include "compact/core/grid.hpp"
-#include "compact/core/optimizer_record.hpp"
+#include "compact/portability.hpp"
+#include "compact/spec/fp32_math.hpp"
+#include "compact/api/optimizer_record.hpp"
+#include "compact/kernels/convert.hpp"
+#include "compact/kernels/grid.hpp"
 
 namespace compact {
 namespace detail {
-
-/// Correctly rounded arithmetic that the device compiler never contracts (see the file comment).
-namespace rn {
-COMPACT_HOST_DEVICE inline float mul(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
-COMPACT_HOST_DEVICE inline float add(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fadd_rn(a, b);
-#else
-  return a + b;
-#endif
-}
-COMPACT_HOST_DEVICE inline float div(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fdiv_rn(a, b);
-#else
-  return a / b;
-#endif
-}
-/// The entry specification's correctly rounded square root (core/fp32_math.hpp).
-COMPACT_HOST_DEVICE inline float sqrt(float a) { return fp32::sqrt(a); }
-COMPACT_HOST_DEVICE inline double mul(double a, double b) {
-#if defined(__CUDA_ARCH__)
-  return __dmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
-COMPACT_HOST_DEVICE inline double add(double a, double b) {
-#if defined(__CUDA_ARCH__)
-  return __dadd_rn(a, b);
-#else
-  return a + b;
-#endif
-}
-COMPACT_HOST_DEVICE inline double div(double a, double b) {
-#if defined(__CUDA_ARCH__)
-  return __ddiv_rn(a, b);
-#else
-  return a / b;
-#endif
-}
-COMPACT_HOST_DEVICE inline double sqrt(double a) {
-#if defined(__CUDA_ARCH__)
-  return __dsqrt_rn(a);
-#else
-  return std::sqrt(a);
-#endif
-}
-}  // namespace rn
-
-/// The scalars of one AdamW step in the moments' type T, each computed in double and rounded once:
-/// b1, 1 - b1, b2, 1 - b2, 1 / (1 - b1^a), 1 / (1 - b2^b) and eps, with a, b the moments' update counts after the
-/// step.
-template <class T>
-struct AdamWStepScalars {
-  T beta1, one_minus_beta1, beta2, one_minus_beta2, inv_bias1, inv_bias2, eps;
-};
-
-/// AdamWStepScalars of options `o` for a step after which M has had `updates1` and V `updates2` updates (>= 1).
-template <class T>
-AdamWStepScalars<T> adamw_step_scalars(const AdamWOptions& o, std::uint64_t updates1, std::uint64_t updates2) {
-  AdamWStepScalars<T> s;
-  s.beta1 = static_cast<T>(o.beta1);
-  s.one_minus_beta1 = static_cast<T>(1.0 - o.beta1);
-  s.beta2 = static_cast<T>(o.beta2);
-  s.one_minus_beta2 = static_cast<T>(1.0 - o.beta2);
-  s.inv_bias1 = static_cast<T>(1.0 / (1.0 - std::pow(o.beta1, double(updates1))));
-  s.inv_bias2 = static_cast<T>(1.0 / (1.0 - std::pow(o.beta2, double(updates2))));
-  s.eps = static_cast<T>(o.eps);
-  return s;
-}
 
 /// One element of an AdamW step: M <- b1 M + (1 - b1) g, V <- b2 V + (1 - b2) g², and returns the update
 /// N = (M / (1 - b1^a)) / (sqrt(V / (1 - b2^b)) + eps), each operation rounded once in T (no fma).

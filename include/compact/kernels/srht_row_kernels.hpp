@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 /// The GPU SRHT's row kernels as host/device functions of (block, thread): z = x P and out = alpha g P^T + beta out
-/// for P = D H S / sqrt(r) of core/srht.hpp, by one FWHT per padded row, in one pass for n' <= 2^15 and two passes
+/// for P = D H S / sqrt(r) of spec/srht.hpp, by one FWHT per padded row, in one pass for n' <= 2^15 and two passes
 /// (a global-memory pass over the high bits, a shared-memory pass over chunks) up to n' = 2^20.
 ///
 /// A padded row of n' = 2^L elements is cut into 2^h chunks of 2^c contiguous elements (c + h = L, the SrhtPlan):
-/// element k = (hi << c) | lo. Bits [0, c) are transformed by a block (core/fwht_block.hpp: registers in stages,
+/// element k = (hi << c) | lo. Bits [0, c) are transformed by a block (kernels/fwht_block.hpp: registers in stages,
 /// several rows or chunks per block when they are short), bits [c, L) by one thread per position lo holding the
 /// 2^h elements (hi, lo) in registers. The butterflies of different bits commute, so sketch does the high bits first
 /// (x (.) d into an fp32 scratch, then the chunks, each gathering the sampled columns that fall in it) and
@@ -19,15 +19,15 @@
 #include <utility>
 
 #include "compact/config.hpp"
-#include "compact/core/block.hpp"
-#include "compact/core/convert.hpp"
-#include "compact/core/dense_panel.hpp"
-#include "compact/core/entries.hpp"
-#include "compact/core/fwht_block.hpp"
-#include "compact/core/grid.hpp"
-#include "compact/core/philox.hpp"
-#include "compact/core/srht.hpp"
-#include "compact/core/vec16.hpp"
+#include "compact/spec/entries.hpp"
+#include "compact/spec/philox.hpp"
+#include "compact/spec/srht.hpp"
+#include "compact/kernels/block.hpp"
+#include "compact/kernels/convert.hpp"
+#include "compact/kernels/dense_panel.hpp"
+#include "compact/kernels/fwht_block.hpp"
+#include "compact/kernels/grid.hpp"
+#include "compact/kernels/vec16.hpp"
 
 namespace compact {
 namespace detail {
@@ -71,7 +71,7 @@ COMPACT_HOST_DEVICE inline bool srht_two_pass(const SrhtPlan& p) { return p.high
 // Signs as the kernels read them: packed 32 per word, then one word of bits per thread.
 
 /// Word w of the packed signs of d: bit c set iff d_{32 w + c} = -1, for 32 w + c < np (higher bits 0). One sign
-/// block of core/srht.hpp per word (32 w .. 32 w + 31 lie in one 128-sign block).
+/// block of spec/srht.hpp per word (32 w .. 32 w + 31 lie in one 128-sign block).
 COMPACT_HOST_DEVICE inline std::uint32_t srht_sign_word(const Key2x32& key, std::uint64_t window, index_t w,
                                                         index_t np) {
   const Words4x32 x = srht_sign_block(key, window, (32 * w) / kSrhtSignBlockCols);

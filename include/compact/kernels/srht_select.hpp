@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 #pragma once
-/// The GPU's computation of the SRHT column sample S (core/srht.hpp's srht_sample) as host/device functions of
+/// The GPU's computation of the SRHT column sample S (spec/srht.hpp's srht_sample) as host/device functions of
 /// (block, thread): a radix select of the r smallest keys (s_k, k), k < n', then their indices in ascending order.
 ///
 /// The key of index k is the 88-bit value (s_k, k): 8 digits of 8 bits of the 64-bit score, most significant first,
@@ -16,10 +16,10 @@
 #include <cstdint>
 
 #include "compact/config.hpp"
-#include "compact/core/block.hpp"
-#include "compact/core/grid.hpp"
-#include "compact/core/philox.hpp"
-#include "compact/core/srht.hpp"
+#include "compact/spec/philox.hpp"
+#include "compact/spec/srht.hpp"
+#include "compact/kernels/block.hpp"
+#include "compact/kernels/grid.hpp"
 
 namespace compact {
 namespace detail {

@@ -12,11 +12,11 @@
 #include <cstdint>
 
 #include "compact/config.hpp"
-#include "compact/core/fwht_block.hpp"
-#include "compact/core/srht.hpp"
-#include "compact/core/srht_rows.hpp"
-#include "compact/core/srht_select.hpp"
-#include "compact/core/workspace.hpp"
+#include "compact/spec/srht.hpp"
+#include "compact/api/workspace.hpp"
+#include "compact/kernels/fwht_block.hpp"
+#include "compact/kernels/srht_row_kernels.hpp"
+#include "compact/kernels/srht_select.hpp"
 
 namespace compact {
 namespace detail {

@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "compact/config.hpp"
+#include "compact/portability.hpp"
 
 namespace compact {
 namespace detail {
@@ -28,28 +29,15 @@ inline constexpr int kVec16Elems = static_cast<int>(16 / sizeof(T));
 /// Whether `p` is 16-byte aligned, so that a Vec16 may be loaded or stored there.
 COMPACT_HOST_DEVICE inline bool is_aligned16(const void* p) { return (reinterpret_cast<std::uintptr_t>(p) & 15u) == 0; }
 
-/// The 16 bytes at p (16-byte aligned). On the device one ld.global.ca.v4.u32 through the __ldca intrinsic on
-/// uint4, which nvcc declares in every translation unit: plain C++ accesses to an aligned 16-byte type are not
-/// reliably kept as one 128-bit access (nvcc 13 splits the panel kernel's store into four 32-bit ones).
+/// The 16 bytes at p (16-byte aligned): one 128-bit load on the device (detail::load16, portability.hpp).
 COMPACT_HOST_DEVICE inline Vec16 load_vec16(const void* p) {
-#if defined(__CUDA_ARCH__)
-  const uint4 u = __ldca(static_cast<const uint4*>(p));
-  return Vec16{{u.x, u.y, u.z, u.w}};
-#else
   Vec16 v;
-  std::memcpy(&v, p, sizeof v);
+  load16(p, v.w);
   return v;
-#endif
 }
 
-/// Stores v at p (16-byte aligned): on the device one st.global.wb.v4.u32 (__stwb, the default write-back policy).
-COMPACT_HOST_DEVICE inline void store_vec16(void* p, const Vec16& v) {
-#if defined(__CUDA_ARCH__)
-  __stwb(static_cast<uint4*>(p), make_uint4(v.w[0], v.w[1], v.w[2], v.w[3]));
-#else
-  std::memcpy(p, &v, sizeof v);
-#endif
-}
+/// Stores v at p (16-byte aligned): one 128-bit store on the device (detail::store16, portability.hpp).
+COMPACT_HOST_DEVICE inline void store_vec16(void* p, const Vec16& v) { store16(p, v.w); }
 
 /// The raw bits of element q of v: a 16-bit or 32-bit pattern (q a constant after unrolling, so no memory is used).
 template <int kBytes>

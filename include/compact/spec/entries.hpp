@@ -5,10 +5,11 @@
 #include <cstdint>
 
 #include "compact/config.hpp"
-#include "compact/core/fp32_math.hpp"
-#include "compact/core/philox.hpp"
-#include "compact/core/state.hpp"
-#include "compact/core/tags.hpp"
+#include "compact/portability.hpp"
+#include "compact/spec/fp32_math.hpp"
+#include "compact/spec/philox.hpp"
+#include "compact/spec/state.hpp"
+#include "compact/spec/tags.hpp"
 
 namespace compact {
 
@@ -17,7 +18,7 @@ inline constexpr index_t kMaxDim = index_t{0xFFFFFFFD};
 
 namespace detail {
 /// The shape rule of the entry specification, 1 <= r <= n <= kMaxDim, checked for function `fn`. Projectors check it
-/// through check_projector_shape (core/projector_core.hpp), which adds the distribution's own rule.
+/// through check_projector_shape (api/projector_core.hpp), which adds the distribution's own rule.
 inline void check_spec_shape(const char* fn, index_t n, index_t r) {
   COMPACT_REQUIRE(n >= 1 && n <= kMaxDim, fn << ": input dimension n = " << n << " must be in [1, " << kMaxDim << "]");
   COMPACT_REQUIRE(r >= 1 && r <= n, fn << ": rank r = " << r << " must satisfy 1 <= r <= n = " << n);
@@ -26,18 +27,13 @@ inline void check_spec_shape(const char* fn, index_t n, index_t r) {
 
 /// The fp32 scale 1/sqrt(r), computed as 1.0f / sqrt(float(r)) with both operations correctly rounded.
 COMPACT_HOST_DEVICE inline float rank_scale(index_t r) {
-  const float root = fp32::sqrt(static_cast<float>(r));
-#if defined(__CUDA_ARCH__)
-  return __fdiv_rn(1.0f, root);
-#else
-  return 1.0f / root;
-#endif
+  return detail::rn::div(1.0f, fp32::sqrt(static_cast<float>(r)));
 }
 
 /// Four unscaled standard normals from one Philox block: Box-Muller on (x0, x1) -> lanes 0, 1 and (x2, x3) -> 2, 3.
 ///
 /// For a pair (a, b): u = ((a >> 8) + 1) 2^-24 in (0, 1], t = (b >> 8) 2^-24 in [0, 1), rho = sqrt(-2 ln u),
-/// lanes rho cos(2 pi t), rho sin(2 pi t); ln, sin, cos are compact::fp32's routines (box_muller, core/fp32_math.hpp).
+/// lanes rho cos(2 pi t), rho sin(2 pi t); ln, sin, cos are compact::fp32's routines (box_muller, spec/fp32_math.hpp).
 struct Normal4 {
   float v[4];
 };
@@ -122,9 +118,7 @@ namespace detail {
 /// Reference-order host/device loop: one Philox block per (row, block) and only the needed lanes stored.
 /// Convert may be a host-only callable (the CPU backend passes lambdas): nvcc's host/device call check is disabled for
 /// this template, whose device instantiations are only ever made with device callables.
-#if defined(__CUDACC__)
-#pragma nv_exec_check_disable
-#endif
+COMPACT_NO_EXEC_CHECK
 template <class Dist, class Out, class Convert>
 COMPACT_HOST_DEVICE inline void fill_dense_panel_scalar(const EntryParams& p, index_t i0, index_t i1, index_t j0,
                                                         index_t j1, Out* out, index_t ld, Convert convert) {

@@ -10,7 +10,7 @@
 ///   (a + b, a - b where the mask is set, a elsewhere);
 /// and the macro COMPACT_DETAIL_LANES_FN, the specifiers of the functions below.
 ///
-/// One lane (namespace detail::scalar, core/fp32_math.hpp, host and device) is the entry specification itself:
+/// One lane (namespace detail::scalar, spec/fp32_math.hpp, host and device) is the entry specification itself:
 /// fp32::log, fp32::sincos_2pi and box_muller are that instance. The CPU's AVX2 and AVX-512 generators
 /// (cpu/kernels_avx2.hpp, cpu/kernels_avx512.hpp) are the others. Every operation above is one IEEE operation or an
 /// exact integer/bit operation in every instance, so each lane of every instance performs the same roundings in the

@@ -1,21 +1,20 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 /// The library's own fp32 `log`, `sin/cos(2*pi*t)` and Box-Muller: written with + - * fma sqrt only, identical on host
-/// and device, and, through core/fp32_lanes.inl, the same source as the CPU's vector generators.
+/// and device, and, through spec/fp32_lanes.inl, the same source as the CPU's vector generators.
 ///
 /// Every product that feeds a sum is either an explicit fma or exact, so `-ffp-contract=fast` (and nvcc's default
 /// --fmad=true) cannot change a single bit. No libm, no intrinsics: the results are the same on every compiler.
 
-#include <cmath>
 #include <cstdint>
-#include <cstring>
 
 #include "compact/config.hpp"
+#include "compact/portability.hpp"
 
 namespace compact {
 namespace fp32 {
 
-/// The constants of log and sincos_2pi (core/fp32_lanes.inl), named once. Changing any value
+/// The constants of log and sincos_2pi (spec/fp32_lanes.inl), named once. Changing any value
 /// changes every P (a new entry-spec version, docs/spec.md).
 ///
 /// binary32 layout: sign bit, 23 mantissa bits, exponent bias 127; kOneBits = bits of 1.0f, kSqrt2Bits = bits of the
@@ -55,44 +54,16 @@ inline constexpr float kCosC3 = 9.191629360e-04f;
 inline constexpr float kCosC4 = -2.485220466e-05f;
 
 /// Fused multiply-add a*b + c, rounded once (IEEE 754 fusedMultiplyAdd).
-COMPACT_HOST_DEVICE inline float fma(float a, float b, float c) {
-#if defined(__CUDA_ARCH__)
-  return __fmaf_rn(a, b, c);
-#else
-  return std::fma(a, b, c);
-#endif
-}
+COMPACT_HOST_DEVICE inline float fma(float a, float b, float c) { return detail::rn::fma(a, b, c); }
 
 /// Correctly rounded square root.
-COMPACT_HOST_DEVICE inline float sqrt(float x) {
-#if defined(__CUDA_ARCH__)
-  return __fsqrt_rn(x);
-#else
-  return std::sqrt(x);
-#endif
-}
+COMPACT_HOST_DEVICE inline float sqrt(float x) { return detail::rn::sqrt(x); }
 
 /// The IEEE-754 binary32 bits of `x`.
-COMPACT_HOST_DEVICE inline std::uint32_t bits_of(float x) {
-#if defined(__CUDA_ARCH__)
-  return __float_as_uint(x);
-#else
-  std::uint32_t u;
-  std::memcpy(&u, &x, sizeof u);
-  return u;
-#endif
-}
+COMPACT_HOST_DEVICE inline std::uint32_t bits_of(float x) { return detail::float_bits(x); }
 
 /// The float whose IEEE-754 binary32 bits are `u`.
-COMPACT_HOST_DEVICE inline float from_bits(std::uint32_t u) {
-#if defined(__CUDA_ARCH__)
-  return __uint_as_float(u);
-#else
-  float x;
-  std::memcpy(&x, &u, sizeof x);
-  return x;
-#endif
-}
+COMPACT_HOST_DEVICE inline float from_bits(std::uint32_t u) { return detail::float_from_bits(u); }
 
 }  // namespace fp32
 
@@ -101,7 +72,7 @@ inline constexpr int kBoxMullerShift = 8;
 inline constexpr float kBoxMullerScale = 0x1p-24f;
 
 namespace detail {
-/// One lane: the lane types and operations core/fp32_lanes.inl is written in, on float and std::uint32_t, host and
+/// One lane: the lane types and operations spec/fp32_lanes.inl is written in, on float and std::uint32_t, host and
 /// device. That file's instance here is the entry specification's fp32 math (fp32::log, fp32::sincos_2pi,
 /// box_muller below); the CPU's vector generators are its other instances (cpu/kernels_*.hpp).
 namespace scalar {
@@ -133,19 +104,19 @@ COMPACT_HOST_DEVICE inline U32 add_if(M32 m, U32 a, U32 b) { return m ? a + b : 
 COMPACT_HOST_DEVICE inline U32 sub_if(M32 m, U32 a, U32 b) { return m ? a - b : a; }
 
 #define COMPACT_DETAIL_LANES_FN COMPACT_HOST_DEVICE inline
-#include "compact/core/fp32_lanes.inl"
+#include "compact/spec/fp32_lanes.inl"
 #undef COMPACT_DETAIL_LANES_FN
 }  // namespace scalar
 }  // namespace detail
 
 namespace fp32 {
-/// Natural logarithm of a positive normal float, sin and cos of 2 pi t for t in [0, 1): see core/fp32_lanes.inl.
+/// Natural logarithm of a positive normal float, sin and cos of 2 pi t for t in [0, 1): see spec/fp32_lanes.inl.
 using detail::scalar::log;
 using detail::scalar::SinCos;
 using detail::scalar::sincos_2pi;
 }  // namespace fp32
 
-/// Box-Muller on one pair of Philox words (core/fp32_lanes.inl): lane0 = rho cos(2 pi t), lane1 = rho sin(2 pi t).
+/// Box-Muller on one pair of Philox words (spec/fp32_lanes.inl): lane0 = rho cos(2 pi t), lane1 = rho sin(2 pi t).
 using detail::scalar::box_muller;
 
 }  // namespace compact

@@ -14,10 +14,10 @@
 #include <vector>
 
 #include "compact/config.hpp"
-#include "compact/core/entries.hpp"
-#include "compact/core/philox.hpp"
-#include "compact/core/state.hpp"
-#include "compact/core/tags.hpp"
+#include "compact/spec/entries.hpp"
+#include "compact/spec/philox.hpp"
+#include "compact/spec/state.hpp"
+#include "compact/spec/tags.hpp"
 
 namespace compact {
 

@@ -7,7 +7,7 @@
 #include <cstdint>
 
 #include "compact/config.hpp"
-#include "compact/core/philox.hpp"
+#include "compact/spec/philox.hpp"
 
 namespace compact {
 

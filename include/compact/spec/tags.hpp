@@ -11,14 +11,14 @@ struct Rademacher {};
 /// Subsampled randomized Hadamard transform: P = D H S / sqrt(r), applied in O(n log n) per row.
 struct Srht {};
 
-/// What a distribution says about itself, written once next to its entry specification: core/entries.hpp for
-/// Gaussian and Rademacher, core/srht.hpp for Srht. A specialization holds
+/// What a distribution says about itself, written once next to its entry specification: spec/entries.hpp for
+/// Gaussian and Rademacher, spec/srht.hpp for Srht. A specialization holds
 ///   static constexpr bool kIsDistribution = true;
 ///   static constexpr const char* kName;               // "Gaussian", as error messages and records name it
 ///   static constexpr std::uint32_t kRecordCode;       // the code an optimizer checkpoint record carries (1, 2, 3)
 ///   static void check_shape(const char* fn, index_t n, index_t r);  // its own rule beyond 1 <= r <= n <= kMaxDim,
 ///                                                                    // e.g. SRHT: next_pow2(n) <= 2^20
-/// Every projector of every backend checks its shape through detail::check_projector_shape (core/projector_core.hpp),
+/// Every projector of every backend checks its shape through detail::check_projector_shape (api/projector_core.hpp),
 /// which applies the common rule and then check_shape. The primary template is no distribution.
 template <class Dist>
 struct DistributionTraits {
