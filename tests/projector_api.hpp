@@ -64,7 +64,25 @@ constexpr bool has_projector_api() {
     static_assert(std::is_same_v<decltype(p().unsketch_grad(std::declval<const M&>())), M>);
     static_assert(std::is_same_v<decltype(p().materialize()), M>);
   }
+#if defined(__CUDACC__)
+  if constexpr (std::is_same_v<Backend, compact::Cuda>) {
+    // What the CUDA optimizers (cuda/optimizer.cuh) call besides the shared API: the constructor of a window's P in
+    // a workspace slot, the smallest slot, and the operations on a given CUDA stream.
+    static_assert(
+        std::is_constructible_v<P, index_t, index_t, compact::SketchState, compact::Cuda, compact::Workspace>);
+    static_assert(std::is_same_v<decltype(P::min_workspace_bytes(index_t{1}, index_t{1})), std::size_t>);
+    static_assert(std::is_same_v<decltype(p().sketch(in(), out(), cudaStream_t{})), void>);
+    static_assert(std::is_same_v<decltype(p().unsketch_grad(in(), out(), Only<C>{}, Only<C>{}, cudaStream_t{})), void>);
+  }
+#endif
   return true;
+}
+
+/// has_projector_api for every distribution of a list (compact::Distributions: a distribution added to the library
+/// is checked on every backend without an edit here).
+template <class Backend, class Scalar, class... Dists>
+constexpr bool all_have_projector_api(compact::TypeList<Dists...>) {
+  return (has_projector_api<Backend, Dists, Scalar>() && ...);
 }
 
 /// The message of the compact::error that f throws, or "" when it throws none.

@@ -7,7 +7,8 @@
 /// CompAct (q, k, v, gate, up, down compressed; o and lm_head full rank, as in the paper) at r = n/2, n/4, n/8 with
 /// per-layer or shared sketches and Gaussian or SRHT projections. Every configuration runs as its own process
 /// (so its peak RSS is its own) with the same initial weights and batches, and reports the counted bytes of saved
-/// linear-layer inputs (checked against compact_torch::memory::model_memory), peak RSS, tokens/s and validation loss to CSV.
+/// linear-layer inputs (checked against compact_torch::memory::model_memory), peak RSS, tokens/s and validation loss to
+/// CSV.
 ///
 ///   compact_demo                 short comparison: full rank vs r = n/2 shared sketches (a few minutes)
 ///   compact_demo --all           all configurations (the report in docs/training.md)
@@ -466,10 +467,15 @@ RunResult train_one(const Options& o, const Corpus& corpus, bool print) {
   const compact_torch::memory::DecoderShape shape{o.d_model, o.d_ff, o.layers, corpus.vocab};
   compact_torch::memory::MemoryOptions mem;
   mem.tokens = o.batch * o.context;
-  mem.sharing = setup.shared ? compact_torch::memory::SketchSharing::kShared : compact_torch::memory::SketchSharing::kPerLayer;
+  mem.sharing =
+      setup.shared ? compact_torch::memory::SketchSharing::kShared : compact_torch::memory::SketchSharing::kPerLayer;
   const index_t div = setup.compressed ? o.rank_div : 0;
-  res.estimated_bytes = compact_torch::memory::model_memory(compact_torch::memory::decoder_linear_groups(shape, div, true), mem).activations;
-  res.estimated_block_bytes = compact_torch::memory::model_memory(compact_torch::memory::decoder_linear_groups(shape, div, false), mem).activations;
+  res.estimated_bytes =
+      compact_torch::memory::model_memory(compact_torch::memory::decoder_linear_groups(shape, div, true), mem)
+          .activations;
+  res.estimated_block_bytes =
+      compact_torch::memory::model_memory(compact_torch::memory::decoder_linear_groups(shape, div, false), mem)
+          .activations;
 
   std::mt19937_64 gen(o.seed * 7919 + 17);  // batches: identical for every configuration
   std::uniform_int_distribution<std::int64_t> pick(0, std::int64_t(corpus.train.size()) - o.context - 2);

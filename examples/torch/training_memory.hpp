@@ -54,9 +54,9 @@ struct MemoryBreakdown {
 
   std::uint64_t total() const {
     constexpr const char* fn = "MemoryBreakdown::total";
-    return compact::detail::checked_add_u64(fn, "activations + gradients + optimizer",
-                                   compact::detail::checked_add_u64(fn, "activations + gradients", activations, gradients),
-                                   optimizer);
+    return compact::detail::checked_add_u64(
+        fn, "activations + gradients + optimizer",
+        compact::detail::checked_add_u64(fn, "activations + gradients", activations, gradients), optimizer);
   }
   MemoryBreakdown& operator+=(const MemoryBreakdown& o) {
     constexpr const char* fn = "MemoryBreakdown::operator+=";
@@ -106,10 +106,10 @@ inline MemoryBreakdown linear_group_memory(const LinearGroup& g, const MemoryOpt
   const index_t k = compressed ? g.rank : g.in_features;
   const index_t stored_copies = compressed && options.sharing == SketchSharing::kPerLayer ? g.siblings : 1;
   MemoryBreakdown b;
-  b.activations = compact::detail::checked_product_u64(fn, "activations (copies * tokens * k * activation_bytes)",
-                                              {stored_copies, options.tokens, k, options.activation_bytes});
-  b.gradients = compact::detail::checked_product_u64(fn, "gradients (siblings * out_features * k * state_bytes)",
-                                            {g.siblings, g.out_features, k, options.state_bytes});
+  b.activations = detail::checked_product_u64(fn, "activations (copies * tokens * k * activation_bytes)",
+                                                       {stored_copies, options.tokens, k, options.activation_bytes});
+  b.gradients = detail::checked_product_u64(fn, "gradients (siblings * out_features * k * state_bytes)",
+                                                     {g.siblings, g.out_features, k, options.state_bytes});
   const std::uint64_t moments = options.optimizer == OptimizerKind::kAdamW         ? 2
                                 : options.optimizer == OptimizerKind::kSgdMomentum ? 1
                                                                                    : 0;

@@ -35,70 +35,58 @@
 namespace compact {
 namespace detail {
 
-/// Correctly rounded IEEE operations that no compiler contracts on the device.
+/// Correctly rounded IEEE operations (T = float or double) that no compiler contracts on the device.
 namespace rn {
-COMPACT_HOST_DEVICE inline float mul(float a, float b) {
+template <class T>
+COMPACT_HOST_DEVICE inline T mul(T a, T b) {
 #if defined(__CUDA_ARCH__)
-  return __fmul_rn(a, b);
+  if constexpr (sizeof(T) == 4)
+    return __fmul_rn(a, b);
+  else
+    return __dmul_rn(a, b);
 #else
   return a * b;
 #endif
 }
-COMPACT_HOST_DEVICE inline float add(float a, float b) {
+template <class T>
+COMPACT_HOST_DEVICE inline T add(T a, T b) {
 #if defined(__CUDA_ARCH__)
-  return __fadd_rn(a, b);
+  if constexpr (sizeof(T) == 4)
+    return __fadd_rn(a, b);
+  else
+    return __dadd_rn(a, b);
 #else
   return a + b;
 #endif
 }
-COMPACT_HOST_DEVICE inline float div(float a, float b) {
+template <class T>
+COMPACT_HOST_DEVICE inline T div(T a, T b) {
 #if defined(__CUDA_ARCH__)
-  return __fdiv_rn(a, b);
+  if constexpr (sizeof(T) == 4)
+    return __fdiv_rn(a, b);
+  else
+    return __ddiv_rn(a, b);
 #else
   return a / b;
 #endif
 }
-COMPACT_HOST_DEVICE inline float sqrt(float a) {
+template <class T>
+COMPACT_HOST_DEVICE inline T sqrt(T a) {
 #if defined(__CUDA_ARCH__)
-  return __fsqrt_rn(a);
+  if constexpr (sizeof(T) == 4)
+    return __fsqrt_rn(a);
+  else
+    return __dsqrt_rn(a);
 #else
   return std::sqrt(a);
 #endif
 }
-/// a * b + c rounded once (IEEE 754 fusedMultiplyAdd).
+/// a * b + c rounded once (IEEE 754 fusedMultiplyAdd), in float.
 COMPACT_HOST_DEVICE inline float fma(float a, float b, float c) {
 #if defined(__CUDA_ARCH__)
   return __fmaf_rn(a, b, c);
 #else
   return std::fma(a, b, c);
-#endif
-}
-COMPACT_HOST_DEVICE inline double mul(double a, double b) {
-#if defined(__CUDA_ARCH__)
-  return __dmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
-COMPACT_HOST_DEVICE inline double add(double a, double b) {
-#if defined(__CUDA_ARCH__)
-  return __dadd_rn(a, b);
-#else
-  return a + b;
-#endif
-}
-COMPACT_HOST_DEVICE inline double div(double a, double b) {
-#if defined(__CUDA_ARCH__)
-  return __ddiv_rn(a, b);
-#else
-  return a / b;
-#endif
-}
-COMPACT_HOST_DEVICE inline double sqrt(double a) {
-#if defined(__CUDA_ARCH__)
-  return __dsqrt_rn(a);
-#else
-  return std::sqrt(a);
 #endif
 }
 }  // namespace rn

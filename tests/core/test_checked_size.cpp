@@ -117,7 +117,7 @@ TEST_CASE("an output whose input's span would wrap around can no longer slip pas
   // overlap check saw disjoint ranges. A span that overflows now counts as reaching the end of the address space.
   const MatrixView<const float> x(buffer, 3, 1, index_t{1} << 62);
   const MatrixView<float> z(buffer + 32, 1, 4);
-  CHECK_THROWS_WITH_AS(compact::detail::check_no_overlap("f", "x", x, "z", z),
+  CHECK_THROWS_WITH_AS(compact::detail::check_no_alias("f", "x", x, "z", z),
                        doctest::Contains("output z overlaps input x"), compact::error);
   CHECK_THROWS_AS(compact::detail::check_sketch_args(x, z, 1, 4), compact::error);
   CHECK(buffer[32] == 0.0f);

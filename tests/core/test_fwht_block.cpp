@@ -123,12 +123,13 @@ TEST_CASE("the block FWHT computes the Hadamard transform of every row of a bloc
 }
 
 TEST_CASE("the block FWHT computes the Hadamard transform for lengths 2^11 to 2^15 (64 registers per thread)") {
-  for (int log2_len = 11; log2_len <= detail::kFwhtMaxLog2; ++log2_len) check_length<detail::kFwhtMaxElems>(log2_len);
+  for (int log2_len = 11; log2_len <= detail::kFwhtSharedMaxLog2; ++log2_len)
+    check_length<detail::kFwhtMaxElems>(log2_len);
 }
 
 TEST_CASE(
     "FWHT shapes: 32 or 64 registers (short rows padded), at most 512 threads, at least 128 per block, few stages") {
-  for (int log2_len = 0; log2_len <= detail::kFwhtMaxLog2; ++log2_len) {
+  for (int log2_len = 0; log2_len <= detail::kFwhtSharedMaxLog2; ++log2_len) {
     const detail::FwhtShape s = detail::fwht_shape(log2_len);
     CHECK(s.log2_elems == (log2_len <= 10 ? 5 : 6));
     CHECK(s.log2_threads == (log2_len > s.log2_elems ? log2_len - s.log2_elems : 0));
@@ -157,7 +158,7 @@ TEST_CASE(
 }
 
 TEST_CASE("every layout maps (thread, register) one to one onto the row's span, and the padding onto shared memory") {
-  for (int log2_len = 0; log2_len <= detail::kFwhtMaxLog2; ++log2_len) {
+  for (int log2_len = 0; log2_len <= detail::kFwhtSharedMaxLog2; ++log2_len) {
     const detail::FwhtShape s = detail::fwht_shape(log2_len);
     const index_t len = detail::fwht_row_span(s), rows = index_t{1} << s.log2_rows;
     for (int stage = 0; stage < s.stages; ++stage) {
@@ -184,7 +185,7 @@ TEST_CASE("every layout maps (thread, register) one to one onto the row's span, 
 }
 
 TEST_CASE("the register addresses of every layout are register 0's plus the linear (or narrow) offset") {
-  for (int log2_len = 0; log2_len <= detail::kFwhtMaxLog2; ++log2_len) {
+  for (int log2_len = 0; log2_len <= detail::kFwhtSharedMaxLog2; ++log2_len) {
     const detail::FwhtShape s = detail::fwht_shape(log2_len);
     const index_t threads = detail::fwht_block_threads(s), per_row = index_t{1} << s.log2_threads;
     index_t wrong = 0, linear = 0;
@@ -212,7 +213,7 @@ TEST_CASE("the register addresses of every layout are register 0's plus the line
 TEST_CASE("every stage's shared-memory writes and reads are free of bank conflicts, for every row length") {
   // A warp is 32 consecutive threads of the block; for each register index q its 32 accesses (4-byte words) must
   // fall in 32 different banks (word address mod 32).
-  for (int log2_len = 0; log2_len <= detail::kFwhtMaxLog2; ++log2_len) {
+  for (int log2_len = 0; log2_len <= detail::kFwhtSharedMaxLog2; ++log2_len) {
     const detail::FwhtShape s = detail::fwht_shape(log2_len);
     const index_t threads = detail::fwht_block_threads(s), per_row = index_t{1} << s.log2_threads;
     index_t conflicted = 0;

@@ -254,8 +254,8 @@ void check_rows(index_t batch, index_t n, index_t r, const RunShape& run, Pads p
 }  // namespace
 
 TEST_CASE("one-pass SRHT row kernels give x P and g P^T of srht_entry exactly, for n' from 1 to 2^15") {
-  const RunShape launcher{detail::kFwhtMaxLog2, 0, 0, 256, 1 << 16, false};
-  const RunShape few_blocks{detail::kFwhtMaxLog2, 0, 2, 256, 1 << 16, true};
+  const RunShape launcher{detail::kFwhtSharedMaxLog2, 0, 0, 256, 1 << 16, false};
+  const RunShape few_blocks{detail::kFwhtSharedMaxLog2, 0, 2, 256, 1 << 16, true};
   const index_t shapes[][2] = {{1, 1},    {2, 1},     {5, 3},      {16, 16},  {17, 9},
                                {100, 37}, {513, 100}, {1000, 300}, {5000, 64}};
   for (const auto& sh : shapes) {
@@ -268,9 +268,9 @@ TEST_CASE("one-pass SRHT row kernels give x P and g P^T of srht_entry exactly, f
 }
 
 TEST_CASE("several rows per block: every n' class from 1 to 2^15, with a ragged last block, aligned or not") {
-  const RunShape launcher{detail::kFwhtMaxLog2, 0, 0, 256, 1 << 16, false};
-  const RunShape two_blocks{detail::kFwhtMaxLog2, 0, 2, 256, 1 << 16, true};  // grid-stride over groups of rows
-  for (int c = 0; c <= detail::kFwhtMaxLog2; ++c) {
+  const RunShape launcher{detail::kFwhtSharedMaxLog2, 0, 0, 256, 1 << 16, false};
+  const RunShape two_blocks{detail::kFwhtSharedMaxLog2, 0, 2, 256, 1 << 16, true};  // grid-stride over groups of rows
+  for (int c = 0; c <= detail::kFwhtSharedMaxLog2; ++c) {
     const index_t rows_per_block = index_t{1} << detail::fwht_shape(c).log2_rows;
     const index_t np = index_t{1} << c;
     for (const index_t n : {np, np / 2 + 1}) {
@@ -295,7 +295,7 @@ TEST_CASE("two-pass SRHT row kernels give the one-pass results for every chunk s
 }
 
 TEST_CASE("two-pass SRHT row kernels give x P and g P^T exactly for n' from 2^16 to 2^20 (chunks of 2^15)") {
-  const RunShape sm90{detail::kFwhtMaxLog2, 1, 0, 256, 1 << 16, false};
+  const RunShape sm90{detail::kFwhtSharedMaxLog2, 1, 0, 256, 1 << 16, false};
   check_rows(1, (1 << 15) + 1, 9, sm90);        // n' = 2^16: 2 chunks
   check_rows(2, 70000, 50, sm90, kAligned);     // n' = 2^17: 4 chunks
   check_rows(1, (1 << 18) - 1, 8, sm90);        // n' = 2^18: 8 chunks
@@ -307,7 +307,7 @@ TEST_CASE("the row kernels convert through the caller's functors (bf16 bits in a
   // n = 512: every row 16-byte aligned (vectors of 8 bf16); n = 300: the second row is not (single elements).
   for (const index_t n : {index_t{512}, index_t{300}}) {
     const index_t batch = 2, r = 77;
-    const Rows rows = make_rows(compact::SketchState{1, 2, 3}, n, r, detail::kFwhtMaxLog2);
+    const Rows rows = make_rows(compact::SketchState{1, 2, 3}, n, r, detail::kFwhtSharedMaxLog2);
     std::vector<std::uint16_t> x(std::size_t(batch * n)), z(std::size_t(batch * r));
     std::vector<float> xf(x.size()), zf(z.size());
     const std::vector<float> v = small_ints(x.size(), 3, 100);
@@ -315,7 +315,7 @@ TEST_CASE("the row kernels convert through the caller's functors (bf16 bits in a
       x[k] = compact::bf16_bits_from_fp32(v[k]);  // integers up to 100 are exact in bf16
       xf[k] = v[k];
     }
-    const RunShape run{detail::kFwhtMaxLog2, 0, 0, 256, 1 << 16, false};
+    const RunShape run{detail::kFwhtSharedMaxLog2, 0, 0, 256, 1 << 16, false};
     run_sketch(rows.d, run, x.data(), n, z.data(), r, batch, Bf16ToFloat{}, Bf16FromFloat{});
     run_sketch(rows.d, run, xf.data(), n, zf.data(), r, batch, detail::Identity{}, detail::Identity{});
     index_t wrong = 0;
@@ -344,7 +344,7 @@ TEST_CASE("row plans: the largest chunk the shared memory holds, at most 5 high 
   CHECK(detail::srht_max_chunk_bits(99 * 1024) == 14);   // sm_86, sm_89
   CHECK(detail::srht_max_chunk_bits(64 * 1024) == 13);   // sm_75: 2^14 takes 65 KiB with its pad words
   CHECK(detail::srht_max_chunk_bits(48 * 1024) == 13);
-  for (int log2_len = 0; log2_len <= detail::kSrhtMaxLog2; ++log2_len) {
+  for (int log2_len = 0; log2_len <= compact::kSrhtMaxPaddedLog2; ++log2_len) {
     const detail::SrhtPlan p = detail::srht_plan(log2_len, 15);
     CHECK(p.chunk_bits + p.high_bits == log2_len);
     CHECK(p.high_bits <= detail::kSrhtMaxHighBits);
@@ -357,7 +357,7 @@ TEST_CASE("row plans: the largest chunk the shared memory holds, at most 5 high 
 TEST_CASE("packed SRHT sign words and each chunk thread's sign bits hold d_k of spec/srht.hpp for every element") {
   const compact::SketchState state{5, 6, (std::uint64_t{1} << 32) + 9};
   const compact::Key2x32 key = compact::philox_key(state);
-  for (int log2_len = 0; log2_len <= detail::kFwhtMaxLog2; ++log2_len) {
+  for (int log2_len = 0; log2_len <= detail::kFwhtSharedMaxLog2; ++log2_len) {
     const index_t np = index_t{1} << log2_len;
     std::vector<std::uint32_t> words(static_cast<std::size_t>((np + 31) / 32), 0xDEADBEEFu);
     detail::host_launch_threads(detail::grid_stride_launch(np, 32, 2), [&](const detail::Thread1d& th) {

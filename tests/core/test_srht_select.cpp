@@ -111,7 +111,7 @@ TEST_CASE("the device selection of S equals srht_sample for n' up to 2^20 and st
     const compact::EntryParams p = compact::entry_params(state, 1);
     for (const auto& sh : shapes) {
       const index_t np = compact::next_pow2(sh[0]);
-      const int chunk_bits = detail::srht_plan(compact::log2_pow2(np), detail::kFwhtMaxLog2).chunk_bits;
+      const int chunk_bits = detail::srht_plan(compact::log2_pow2(np), detail::kFwhtSharedMaxLog2).chunk_bits;
       const Selection s =
           host_select(detail::SrhtScores{p.key, p.window}, np, sh[1], chunk_bits, 256, 256, 1024, false);
       const std::vector<index_t> want = compact::srht_sample(state, sh[0], sh[1]);
@@ -191,7 +191,7 @@ TEST_CASE("the SRHT workspace layout is aligned, non-overlapping and needs no de
       CHECK(rec_bytes >= min_bytes);
       CHECK(detail::srht_scratch_rows(l, min_bytes) >= detail::srht_min_scratch_rows(l.np));
       CHECK(detail::srht_scratch_rows(l, rec_bytes) >= detail::srht_recommended_scratch_rows(l.np));
-      if (l.np > (index_t{1} << detail::kFwhtMaxLog2)) {
+      if (l.np > (index_t{1} << detail::kFwhtSharedMaxLog2)) {
         CHECK(detail::srht_scratch_rows(l, rec_bytes) * l.np >= detail::kSrhtScratchFloats);
       }
     }

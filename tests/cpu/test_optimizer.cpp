@@ -95,9 +95,11 @@ double run_against_reference(compact::AdamWOptions o, int steps, int micro, std:
     opt.step(w);
     ref.step(&w_ref, g_ref);
     const double scale = std::max(1.0, double(ref.M.cwiseAbs().maxCoeff()));
-    *moment_err = std::max(*moment_err, double((compact::detail::as_eigen(opt.first_moment()) - ref.M).cwiseAbs().maxCoeff()) / scale);
-    *moment_err = std::max(*moment_err, double((compact::detail::as_eigen(opt.second_moment()) - ref.V).cwiseAbs().maxCoeff()) /
-                                            std::max(1.0, double(ref.V.cwiseAbs().maxCoeff())));
+    *moment_err = std::max(
+        *moment_err, double((compact::detail::as_eigen(opt.first_moment()) - ref.M).cwiseAbs().maxCoeff()) / scale);
+    *moment_err =
+        std::max(*moment_err, double((compact::detail::as_eigen(opt.second_moment()) - ref.V).cwiseAbs().maxCoeff()) /
+                                  std::max(1.0, double(ref.V.cwiseAbs().maxCoeff())));
   }
   return double((w - w_ref).cwiseAbs().maxCoeff()) / double(w_ref.cwiseAbs().maxCoeff());
 }
@@ -163,16 +165,19 @@ TEST_CASE("window policies act only when the window changes and leave V untransf
   };
   const auto keep1 = run(WindowPolicy::kKeep, false, 1);
   const auto reset1 = run(WindowPolicy::kReset, false, 1);
-  CHECK(compact::detail::as_eigen(keep1.first_moment()) == compact::detail::as_eigen(reset1.first_moment()));  // no window change yet: identical
+  CHECK(compact::detail::as_eigen(keep1.first_moment()) ==
+        compact::detail::as_eigen(reset1.first_moment()));  // no window change yet: identical
   const auto keep2 = run(WindowPolicy::kKeep, false, 2);
   const auto reset2 = run(WindowPolicy::kReset, false, 2);
   CHECK(compact::detail::as_eigen(keep2.first_moment()).cwiseAbs().maxCoeff() > 0);
   CHECK(compact::detail::as_eigen(reset2.first_moment()).cwiseAbs().maxCoeff() == 0);
   CHECK(compact::detail::as_eigen(reset2.second_moment()).cwiseAbs().maxCoeff() == 0);
   const auto transfer2 = run(WindowPolicy::kTransferFirst, false, 2);
-  CHECK(compact::detail::as_eigen(transfer2.second_moment()) == compact::detail::as_eigen(keep2.second_moment()));  // V kept, not transferred
+  CHECK(compact::detail::as_eigen(transfer2.second_moment()) ==
+        compact::detail::as_eigen(keep2.second_moment()));  // V kept, not transferred
   CHECK(compact::detail::as_eigen(transfer2.first_moment()) != compact::detail::as_eigen(keep2.first_moment()));
-  CHECK(compact::detail::as_eigen(run(WindowPolicy::kTransferFirst, true, 2).second_moment()).cwiseAbs().maxCoeff() == 0);
+  CHECK(compact::detail::as_eigen(run(WindowPolicy::kTransferFirst, true, 2).second_moment()).cwiseAbs().maxCoeff() ==
+        0);
   CHECK(keep2.step_count() == 2);
   CHECK(keep2.state().window == 1);
   CHECK(keep2.projector().state() == schedule.at(0, 2));
@@ -291,7 +296,8 @@ TEST_CASE("CompressedSgd with momentum matches SGD on the explicit decompressed 
           b_ref = RowMatrix<double>(b_ref * p.transpose()) * p_new;
         }
       }
-      CHECK((compact::detail::as_eigen(opt.momentum_buffer()) - b_ref).cwiseAbs().maxCoeff() < 1e-10 * std::max(1.0, b_ref.cwiseAbs().maxCoeff()));
+      CHECK((compact::detail::as_eigen(opt.momentum_buffer()) - b_ref).cwiseAbs().maxCoeff() <
+            1e-10 * std::max(1.0, b_ref.cwiseAbs().maxCoeff()));
     }
     CAPTURE(int(policy));
     CHECK((w - w_ref).cwiseAbs().maxCoeff() < 1e-10 * w_ref.cwiseAbs().maxCoeff());

@@ -89,12 +89,9 @@ using compact::Rademacher;
 using compact::SketchState;
 using compact::Srht;
 
-static_assert(compact_test::has_projector_api<Cpu, Gaussian, float>());
-static_assert(compact_test::has_projector_api<Cpu, Gaussian, double>());
-static_assert(compact_test::has_projector_api<Cpu, Rademacher, float>());
-static_assert(compact_test::has_projector_api<Cpu, Rademacher, double>());
-static_assert(compact_test::has_projector_api<Cpu, Srht, float>());
-static_assert(compact_test::has_projector_api<Cpu, Srht, double>());
+// Every CPU projector of every distribution of the library, in both scalars.
+static_assert(compact_test::all_have_projector_api<Cpu, float>(compact::Distributions{}));
+static_assert(compact_test::all_have_projector_api<Cpu, double>(compact::Distributions{}));
 
 static_assert(std::is_same_v<compact::compute_t<float>, float>);
 static_assert(std::is_same_v<compact::compute_t<double>, double>);

@@ -1010,13 +1010,12 @@ TEST_SUITE("host") {
   }
 
   // The shared API (tests/projector_api.hpp), for every CUDA projector and, in this same translation unit, the CPU's.
-  static_assert(compact_test::has_projector_api<compact::Cuda, compact::Gaussian, float>());
-  static_assert(compact_test::has_projector_api<compact::Cuda, compact::Gaussian, __half>());
-  static_assert(compact_test::has_projector_api<compact::Cuda, compact::Rademacher, __nv_bfloat16>());
-  static_assert(compact_test::has_projector_api<compact::Cuda, compact::Srht, float>());
-  static_assert(compact_test::has_projector_api<compact::Cuda, compact::Srht, __nv_bfloat16>());
-  static_assert(compact_test::has_projector_api<compact::Cpu, compact::Gaussian, double>());
-  static_assert(compact_test::has_projector_api<compact::Cpu, compact::Srht, float>());
+  // Every projector of every distribution of the library on both backends, in every scalar, in one nvcc TU.
+  static_assert(compact_test::all_have_projector_api<compact::Cuda, float>(compact::Distributions{}));
+  static_assert(compact_test::all_have_projector_api<compact::Cuda, __half>(compact::Distributions{}));
+  static_assert(compact_test::all_have_projector_api<compact::Cuda, __nv_bfloat16>(compact::Distributions{}));
+  static_assert(compact_test::all_have_projector_api<compact::Cpu, float>(compact::Distributions{}));
+  static_assert(compact_test::all_have_projector_api<compact::Cpu, double>(compact::Distributions{}));
 
   TEST_CASE("one .cu translation unit uses both backends: one shape check with one message, one spec") {
     CHECK(compact_test::shape_refusals<compact::Cuda, compact::Gaussian, __nv_bfloat16>() ==

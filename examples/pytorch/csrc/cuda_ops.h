@@ -10,7 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include <compact/core/state.hpp>
+#include <compact/spec/state.hpp>
 
 namespace compact_torch {
 namespace cuda {

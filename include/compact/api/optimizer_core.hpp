@@ -4,11 +4,11 @@
 /// (the next window's projector, the window policy, the moment transfer), the update applied to W, the checkpoint
 /// record, the options, the accessors.
 ///
-/// Three layers: OptimizerCore (api/optimizer_record.hpp: shapes, schedule, counters, the record's identity);
+/// The layers: OptimizerCore (api/optimizer_record.hpp: shapes, schedule, counters, the record's identity);
 /// OptimizerStorage<Backend, Dist, Scalar> (cpu/optimizer.hpp, cuda/optimizer.cuh: where Ĝ, the moments, the update N
-/// and the projectors live, and the few operations that touch that memory); CompressedOptimizerBase, AdamWBase and
-/// SgdBase here, on top of the storage. The public CompressedAdamW<Backend, Dist, Scalar> and
-/// CompressedSgd<Backend, Dist, Scalar> of each backend derive from AdamWBase / SgdBase and add only their
+/// and the projectors live, and the few operations that touch that memory); CompressedOptimizerBase,
+/// OptimizerWithOptions, AdamWBase and SgdBase here, on top of the storage. The public CompressedAdamW<Backend, Dist,
+/// Scalar> and CompressedSgd<Backend, Dist, Scalar> of each backend derive from AdamWBase / SgdBase and add only their
 /// constructor, step() (the per-element update runs on the backend) and what the backend must add (per-call CUDA
 /// streams, Eigen conveniences).
 
@@ -33,7 +33,8 @@ namespace detail {
 /// specialization derives from OptimizerCore<Dist, Moment>, is constructed with OptimizerCore's arguments followed by
 /// the backend's own, and provides:
 ///   ProjectorType, Moment (the moments' scalar: Scalar on the CPU, float on the GPU), Context (what one projector
-///   call or copy runs with: the lent Workspace on the CPU, the cudaStream_t on the GPU); default_context();
+///   call or copy runs with: the lent Workspace on the CPU, the cudaStream_t on the GPU), kContextIsStream (whether
+///   Context is a stream the caller may choose per call: save_state/load_state then take one); default_context();
 ///   std::optional<ProjectorType> projector_ (P of step_);
 ///   grad_view(), moment_view(k) (m x r of Moment, const and non-const), update_view() (m x r of Scalar, const);
 ///   build_projector(state, context) (P of `state`, in the slot projector_ does not use) and projector_swapped();
@@ -41,7 +42,9 @@ namespace detail {
 ///   host_staging(fn) (a host buffer for one moment: empty on the CPU, whose moments are host memory),
 ///   moment_on_host(k, staging, context) -> const Moment* and moment_host_target(k, staging) -> Moment*, then
 ///   commit_moment(k, staging, context) (the GPU copies through the staging buffer and synchronizes);
-///   check_policy(fn, policy) (static) and prepare_policy(fn, policy) (a policy's scratch, allocated up front).
+///   check_policy(fn, policy) (static) and prepare_policy(fn, policy) (a policy's scratch, allocated up front);
+///   check_weight(fn, w); step_resources(fn, policy, context) -> an object with context() and wide() that holds what
+///   one step needs (on the CPU the projectors' workspace and the transfer scratch, on the GPU a device guard).
 template <class Backend, class Dist, class Scalar>
 class OptimizerStorage;
 
@@ -91,8 +94,8 @@ class CompressedOptimizerBase : public OptimizerStorage<Backend, Dist, Scalar> {
   /// Ends a step: counts it and, when the window changes (`next` holds P of the new window), moves to it and applies
   /// `policy` to the moments. `reset_second` says whether kTransferFirst zeroes the second moment; `wide` is the
   /// transfer's scratch (kTransferRows x n of Moment) when the policy is kTransferFirst.
-  void finish_step(std::optional<ProjectorType>* next, WindowPolicy policy, bool reset_second,
-                   MatrixView<Moment> wide, Context c) {
+  void finish_step(std::optional<ProjectorType>* next, WindowPolicy policy, bool reset_second, MatrixView<Moment> wide,
+                   Context c) {
     ++this->step_;
     if (!*next) return;
     next->swap(this->projector_);  // projector_ is now P of the new window, *next P of the old one
@@ -118,8 +121,7 @@ class CompressedOptimizerBase : public OptimizerStorage<Backend, Dist, Scalar> {
   /// Moment k <- M P_oldᵀ P_new in row panels of kTransferRows: each panel is unsketched to `wide` (kTransferRows x n)
   /// and sketched back. Runs through projectors of the moments' type (every CPU optimizer; fp32 W on the GPU, which
   /// check_policy requires for kTransferFirst).
-  void transfer(const ProjectorType& p_old, const ProjectorType& p_new, int k, MatrixView<Moment> wide,
-                Context c) {
+  void transfer(const ProjectorType& p_old, const ProjectorType& p_new, int k, MatrixView<Moment> wide, Context c) {
     if constexpr (std::is_same_v<Moment, Scalar>) {
       const MatrixView<Moment> moment = this->moment_view(k);
       for (index_t i0 = 0; i0 < this->m_; i0 += kTransferRows) {
@@ -177,130 +179,170 @@ class CompressedOptimizerBase : public OptimizerStorage<Backend, Dist, Scalar> {
   }
 };
 
-/// AdamW whose moments live in the compressed space, on any backend (see AdamWOptions for the math): the options,
-/// the moments and the checkpoint, written once. CompressedAdamW<Backend, Dist, Scalar> adds its constructor and
-/// step().
-template <class Backend, class Dist, class Scalar>
-class AdamWBase : public CompressedOptimizerBase<Backend, Dist, Scalar> {
+/// What each optimizer's options say about it: its name in messages, record kind and moments, and the check of its
+/// hyperparameters for moments of type Moment.
+template <class Options>
+struct OptimizerTraits;
+template <>
+struct OptimizerTraits<AdamWOptions> {
+  static constexpr const char* kName = "CompressedAdamW";
+  static constexpr const char* kSetOptions = "CompressedAdamW::set_options";
+  static constexpr const char* kSaveState = "CompressedAdamW::save_state";
+  static constexpr const char* kLoadState = "CompressedAdamW::load_state";
+  static constexpr std::uint32_t kKind = kOptimizerKindAdamW;
+  static constexpr int kMoments = 2;
+  static constexpr MomentInfo kFirst{"first moment M", false};
+  static constexpr MomentInfo kSecond{"second moment V", true};
+  template <class Moment>
+  static void check(const char* fn, const AdamWOptions& o) {
+    check_update_scales<Moment>(fn, o.lr, o.alpha, o.weight_decay);
+    check_adamw_moment_options<Moment>(fn, o);
+  }
+};
+template <>
+struct OptimizerTraits<SgdOptions> {
+  static constexpr const char* kName = "CompressedSgd";
+  static constexpr const char* kSetOptions = "CompressedSgd::set_options";
+  static constexpr const char* kSaveState = "CompressedSgd::save_state";
+  static constexpr const char* kLoadState = "CompressedSgd::load_state";
+  static constexpr std::uint32_t kKind = kOptimizerKindSgd;
+  static constexpr int kMoments = 1;
+  static constexpr MomentInfo kFirst{"momentum buffer B", false};
+  static constexpr MomentInfo kSecond{"(unused)", false};
+  template <class Moment>
+  static void check(const char* fn, const SgdOptions& o) {
+    check_update_scales<Moment>(fn, o.lr, o.alpha, o.weight_decay);
+    check_sgd_momentum(fn, o);
+  }
+};
+
+/// A compressed optimizer with its options, on any backend: the constructor's checks, the options, the learning rate,
+/// the checkpoint and the step's skeleton, written once. AdamWBase and SgdBase add their moments' accessors;
+/// CompressedAdamW<Backend, ...> and CompressedSgd<Backend, ...> add their constructor and step().
+template <class Backend, class Dist, class Scalar, class Options>
+class OptimizerWithOptions : public CompressedOptimizerBase<Backend, Dist, Scalar> {
   using Base = CompressedOptimizerBase<Backend, Dist, Scalar>;
+  using Storage = OptimizerStorage<Backend, Dist, Scalar>;
+  using Traits = OptimizerTraits<Options>;
 
  public:
+  using typename Base::Context;
   using typename Base::Moment;
+  using typename Base::ProjectorType;
 
-  const AdamWOptions& options() const { return options_; }
+  const Options& options() const { return options_; }
   /// Changes the hyperparameters (e.g. a learning-rate schedule); validated like the constructor's (on the GPU,
   /// kTransferFirst allocates its scratch here).
-  void set_options(const AdamWOptions& options) {
+  void set_options(const Options& options) {
     check_options(options);
-    this->prepare_policy("CompressedAdamW::set_options", options.window_policy);
+    this->prepare_policy(Traits::kSetOptions, options.window_policy);
     options_ = options;
   }
   void set_lr(double lr) {
-    AdamWOptions o = options_;
+    Options o = options_;
     o.lr = lr;
     set_options(o);
   }
+
+  /// The state to checkpoint: shapes, schedule, sketch stream, step count, update counters and the moments (bit
+  /// patterns, little-endian; format version 2, docs/design.md). With the weights, it is all a run needs to resume bit
+  /// for bit. Synchronizes the backend's stream on the GPU.
+  std::vector<std::uint8_t> save_state() const {
+    return this->save_record(Traits::kSaveState, this->default_context());
+  }
+  /// Restores save_state() output of an optimizer with the same identity (kind, distribution, moment scalar, shapes,
+  /// schedule, sketch stream), on either backend; zeroes Ĝ. Every field and moment value is validated first: a bad
+  /// record throws compact::error naming the field and changes nothing.
+  void load_state(const std::uint8_t* bytes, std::size_t size) {
+    this->load_record(Traits::kLoadState, bytes, size, this->default_context());
+  }
+  void load_state(const std::vector<std::uint8_t>& bytes) { load_state(bytes.data(), bytes.size()); }
+  /// save_state and load_state on a given stream, which they synchronize: on a backend whose calls run on streams
+  /// (Context is the stream type: CUDA).
+  template <class C = Context, std::enable_if_t<Storage::kContextIsStream && std::is_same_v<C, Context>, int> = 0>
+  std::vector<std::uint8_t> save_state(C stream) const {
+    return this->save_record(Traits::kSaveState, stream);
+  }
+  template <class C = Context, std::enable_if_t<Storage::kContextIsStream && std::is_same_v<C, Context>, int> = 0>
+  void load_state(const std::uint8_t* bytes, std::size_t size, C stream) {
+    this->load_record(Traits::kLoadState, bytes, size, stream);
+  }
+
+ protected:
+  template <class... BackendArgs>
+  OptimizerWithOptions(index_t m, index_t n, index_t r, Schedule schedule, std::uint64_t sketch_stream, Options options,
+                       BackendArgs... backend_args)
+      : Base((check_options(options), Traits::kName), m, n, r, schedule, sketch_stream, Traits::kKind, Traits::kMoments,
+             Traits::kFirst, Traits::kSecond, backend_args...),
+        options_(options) {
+    this->prepare_policy(Traits::kName, options_.window_policy);
+  }
+
+  static void check_options(const Options& o) {
+    Traits::template check<Moment>(Traits::kName, o);
+    Base::check_policy(Traits::kName, o.window_policy);
+  }
+
+  /// One optimizer step on w, the same on every backend: checks w; allocates or prepares everything the step needs
+  /// and builds the next window's projector (the backend's step_resources: on the CPU the projectors' workspace and
+  /// the transfer scratch, on the GPU the device guard and `c`'s stream), so a bad argument or a failed allocation
+  /// changes nothing; then `update(context)` runs the per-element update on the backend (Ĝ read and zeroed, the
+  /// moments and N written, the update counters counted); then W <- (1 - lr·wd) W + gemm_alpha·N Pᵀ; then the window
+  /// policy.
+  template <class Update>
+  void run_step(const char* fn, MatrixView<Scalar> w, Context c, bool reset_second, compute_t<Scalar> gemm_alpha,
+                Update&& update) {
+    this->check_weight(fn, w);
+    const Options& o = options_;
+    auto resources = this->step_resources(fn, o.window_policy, c);
+    std::optional<ProjectorType> next = this->next_projector(resources.context());
+    update(resources.context());
+    this->apply_update(w, gemm_alpha, o.lr, o.weight_decay, resources.context());
+    this->finish_step(&next, o.window_policy, reset_second, resources.wide(), resources.context());
+  }
+
+  Options options_;
+};
+
+/// AdamW whose moments live in the compressed space, on any backend (see AdamWOptions for the math).
+template <class Backend, class Dist, class Scalar>
+class AdamWBase : public OptimizerWithOptions<Backend, Dist, Scalar, AdamWOptions> {
+  using Base = OptimizerWithOptions<Backend, Dist, Scalar, AdamWOptions>;
+
+ public:
+  using typename Base::Moment;
 
   /// First moment M and second moment V (m x r of Moment, the backend's memory).
   MatrixView<const Moment> first_moment() const { return this->moment_view(0); }
   MatrixView<const Moment> second_moment() const { return this->moment_view(1); }
 
-  /// The state to checkpoint: shapes, schedule, sketch stream, step count, bias-correction counters and M, V (bit
-  /// patterns, little-endian). With the weights, it is all a run needs to resume bit for bit. Synchronizes the
-  /// backend's stream on the GPU.
-  std::vector<std::uint8_t> save_state() const {
-    return this->save_record("CompressedAdamW::save_state", this->default_context());
-  }
-  /// Restores save_state() output of an optimizer with the same identity (distribution, moment scalar, shapes,
-  /// schedule, sketch stream), on either backend; zeroes Ĝ. Every field and moment value is validated first: a bad
-  /// record throws compact::error naming the field and changes nothing.
-  void load_state(const std::uint8_t* bytes, std::size_t size) {
-    this->load_record("CompressedAdamW::load_state", bytes, size, this->default_context());
-  }
-  void load_state(const std::vector<std::uint8_t>& bytes) { load_state(bytes.data(), bytes.size()); }
-
  protected:
-  template <class... BackendArgs>
-  AdamWBase(index_t m, index_t n, index_t r, Schedule schedule, std::uint64_t sketch_stream, AdamWOptions options,
-            BackendArgs... backend_args)
-      : Base((check_options(options), "CompressedAdamW"), m, n, r, schedule, sketch_stream, kOptimizerKindAdamW, 2,
-             MomentInfo{"first moment M", false}, MomentInfo{"second moment V", true}, backend_args...),
-        options_(options) {
-    this->prepare_policy("CompressedAdamW", options_.window_policy);
-  }
+  using Base::Base;
 
   /// The scalars of the coming step, whose bias corrections count it as one more update of M and V.
   AdamWStepScalars<Moment> step_scalars() const {
-    return adamw_step_scalars<Moment>(options_, this->updates_[0] + 1, this->updates_[1] + 1);
+    return adamw_step_scalars<Moment>(this->options_, this->updates_[0] + 1, this->updates_[1] + 1);
   }
   /// Counts the step in both moments' update counters (once its update has run).
   void count_update() {
     ++this->updates_[0];
     ++this->updates_[1];
   }
-
-  static void check_options(const AdamWOptions& o) {
-    constexpr const char* fn = "CompressedAdamW";
-    check_update_scales<Moment>(fn, o.lr, o.alpha, o.weight_decay);
-    Base::check_policy(fn, o.window_policy);
-    check_adamw_moment_options<Moment>(fn, o);
-  }
-
-  AdamWOptions options_;
 };
 
-/// SGD with momentum in the compressed space, on any backend (see SgdOptions): the options, the momentum buffer and
-/// the checkpoint, written once. CompressedSgd<Backend, Dist, Scalar> adds its constructor and step().
+/// SGD with momentum in the compressed space, on any backend (see SgdOptions).
 template <class Backend, class Dist, class Scalar>
-class SgdBase : public CompressedOptimizerBase<Backend, Dist, Scalar> {
-  using Base = CompressedOptimizerBase<Backend, Dist, Scalar>;
+class SgdBase : public OptimizerWithOptions<Backend, Dist, Scalar, SgdOptions> {
+  using Base = OptimizerWithOptions<Backend, Dist, Scalar, SgdOptions>;
 
  public:
   using typename Base::Moment;
 
-  const SgdOptions& options() const { return options_; }
-  /// Changes the hyperparameters; validated like the constructor's (on the GPU, kTransferFirst allocates here).
-  void set_options(const SgdOptions& options) {
-    check_options(options);
-    this->prepare_policy("CompressedSgd::set_options", options.window_policy);
-    options_ = options;
-  }
-  void set_lr(double lr) {
-    SgdOptions o = options_;
-    o.lr = lr;
-    set_options(o);
-  }
-
   /// Momentum buffer B (m x r of Moment, the backend's memory).
   MatrixView<const Moment> momentum_buffer() const { return this->moment_view(0); }
 
-  /// The checkpoint record (see AdamWBase::save_state).
-  std::vector<std::uint8_t> save_state() const {
-    return this->save_record("CompressedSgd::save_state", this->default_context());
-  }
-  void load_state(const std::uint8_t* bytes, std::size_t size) {
-    this->load_record("CompressedSgd::load_state", bytes, size, this->default_context());
-  }
-  void load_state(const std::vector<std::uint8_t>& bytes) { load_state(bytes.data(), bytes.size()); }
-
  protected:
-  template <class... BackendArgs>
-  SgdBase(index_t m, index_t n, index_t r, Schedule schedule, std::uint64_t sketch_stream, SgdOptions options,
-          BackendArgs... backend_args)
-      : Base((check_options(options), "CompressedSgd"), m, n, r, schedule, sketch_stream, kOptimizerKindSgd, 1,
-             MomentInfo{"momentum buffer B", false}, MomentInfo{"(unused)", false}, backend_args...),
-        options_(options) {
-    this->prepare_policy("CompressedSgd", options_.window_policy);
-  }
-
-  static void check_options(const SgdOptions& o) {
-    constexpr const char* fn = "CompressedSgd";
-    check_update_scales<Moment>(fn, o.lr, o.alpha, o.weight_decay);
-    Base::check_policy(fn, o.window_policy);
-    check_sgd_momentum(fn, o);
-  }
-
-  SgdOptions options_;
+  using Base::Base;
 };
 
 }  // namespace detail

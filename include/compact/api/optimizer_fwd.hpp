@@ -2,6 +2,7 @@
 #pragma once
 /// The CompressedAdamW and CompressedSgd class templates: one Backend per partial specialization, like Projector.
 
+#include "compact/api/projector_fwd.hpp"  // detail::NoImplementation
 #include "compact/spec/tags.hpp"
 
 namespace compact {
@@ -13,27 +14,11 @@ namespace compact {
 /// nvcc), where Scalar is W's type; the CUDA moments are fp32 whatever W's type. Both read and write the same
 /// checkpoint record (api/optimizer_record.hpp).
 template <class Backend, class Dist, class Scalar = float>
-class CompressedAdamW {
-  static_assert(detail::is_distribution<Dist>,
-                "compact::CompressedAdamW<Backend, Dist, Scalar>: Dist is not a distribution (no DistributionTraits "
-                "specialization, see compact/spec/tags.hpp)");
-  static_assert(!detail::is_distribution<Dist>,  // only one of the two messages fires
-                "compact::CompressedAdamW<Backend, Dist, Scalar>: this combination has no implementation. Supported: "
-                "Backend = compact::Cpu with Scalar = float|double (include <compact/compact.hpp>); Backend = "
-                "compact::Cuda with Scalar = float|__half|__nv_bfloat16 (compile with nvcc).");
-};
+class CompressedAdamW : detail::NoImplementation<Backend, Dist, Scalar> {};
 
 /// SGD with momentum, the m x r momentum buffer in the compressed space (see SgdOptions). Specializations as for
 /// CompressedAdamW.
 template <class Backend, class Dist, class Scalar = float>
-class CompressedSgd {
-  static_assert(detail::is_distribution<Dist>,
-                "compact::CompressedSgd<Backend, Dist, Scalar>: Dist is not a distribution (no DistributionTraits "
-                "specialization, see compact/spec/tags.hpp)");
-  static_assert(!detail::is_distribution<Dist>,  // only one of the two messages fires
-                "compact::CompressedSgd<Backend, Dist, Scalar>: this combination has no implementation. Supported: "
-                "Backend = compact::Cpu with Scalar = float|double (include <compact/compact.hpp>); Backend = "
-                "compact::Cuda with Scalar = float|__half|__nv_bfloat16 (compile with nvcc).");
-};
+class CompressedSgd : detail::NoImplementation<Backend, Dist, Scalar> {};
 
 }  // namespace compact

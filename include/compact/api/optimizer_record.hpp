@@ -202,7 +202,8 @@ inline void encode_optimizer_header(const OptimizerIdentity& id, const Optimizer
       kOptimizerFormatVersion, id.kind, id.distribution, id.scalar_bytes, static_cast<std::uint32_t>(id.moments), 0, 0};
   for (int f = 0; f < 7; ++f) put_u32(out + 4 + 4 * f, words[f]);
   const std::uint64_t fields[10] = {
-      id.m, id.n, id.r, id.seed, id.period, id.sketch_stream, counters.step, counters.updates[0], counters.updates[1], 0};
+      id.m, id.n, id.r, id.seed, id.period, id.sketch_stream, counters.step, counters.updates[0], counters.updates[1],
+      0};
   for (int f = 0; f < 10; ++f) put_u64(out + kOptimizerU64Offset + 8 * f, fields[f]);
 }
 

@@ -6,6 +6,23 @@
 
 namespace compact {
 
+namespace detail {
+/// The base of the primary templates Projector, CompressedAdamW and CompressedSgd, i.e. of a combination no backend
+/// implements: it does not compile, with a message saying whether Dist is no distribution or the combination has no
+/// implementation (the template named in the compiler's trace is the one that was used).
+template <class Backend, class Dist, class Scalar>
+struct NoImplementation {
+  static_assert(is_distribution<Dist>,
+                "compact::Projector / CompressedAdamW / CompressedSgd<Backend, Dist, Scalar>: Dist is not a "
+                "distribution (no DistributionTraits specialization, see compact/spec/tags.hpp)");
+  static_assert(!is_distribution<Dist>,  // only one of the two messages fires
+                "compact::Projector / CompressedAdamW / CompressedSgd<Backend, Dist, Scalar>: this combination has no "
+                "implementation. Supported: Backend = compact::Cpu with Scalar = float|double (include "
+                "<compact/compact.hpp>); Backend = compact::Cuda with Scalar = float|__half|__nv_bfloat16 (compile "
+                "with nvcc); or the header of Dist's backend file was not included.");
+};
+}  // namespace detail
+
 /// Seeded random projection P (n x r), regenerated from its SketchState, never stored.
 ///
 /// Specializations: Projector<Cpu, Gaussian|Rademacher|Srht, float|double> (compact/cpu/) and
@@ -26,15 +43,6 @@ namespace compact {
 ///   Cuda: the Workspace is lent to the constructor; min_workspace_bytes(n, r); a per-call stream overload of every
 ///         operation; backend() and device().
 template <class Backend, class Dist, class Scalar = float>
-class Projector {
-  static_assert(detail::is_distribution<Dist>,
-                "compact::Projector<Backend, Dist, Scalar>: Dist is not a distribution (no DistributionTraits "
-                "specialization, see compact/spec/tags.hpp)");
-  static_assert(!detail::is_distribution<Dist>,  // only one of the two messages fires
-                "compact::Projector<Backend, Dist, Scalar>: this combination has no implementation. Supported: "
-                "Backend = compact::Cpu with Scalar = float|double (include <compact/compact.hpp>); Backend = "
-                "compact::Cuda with Scalar = float|__half|__nv_bfloat16 (compile with nvcc); or the header of Dist's "
-                "backend file was not included.");
-};
+class Projector : detail::NoImplementation<Backend, Dist, Scalar> {};
 
 }  // namespace compact

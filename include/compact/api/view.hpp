@@ -87,7 +87,7 @@ inline void check_view(const char* fn, const char* name, const MatrixView<T>& v,
 }
 
 /// Byte range [first, last) that a view touches (empty views touch nothing). A view whose span overflows (refused by
-/// check_view) is taken to touch everything from data on, so it can never pass an overlap check.
+/// check_view) is taken to touch everything from data on, so it can never pass the aliasing check.
 template <class T>
 inline void view_extent(const MatrixView<T>& v, std::uintptr_t* first, std::uintptr_t* last) {
   if (v.empty()) {
@@ -99,10 +99,12 @@ inline void view_extent(const MatrixView<T>& v, std::uintptr_t* first, std::uint
   *last = view_span(v, &span) ? *first + static_cast<std::uintptr_t>(span) * sizeof(T) : ~std::uintptr_t{0};
 }
 
-/// Refuses an output view whose memory overlaps an input view (the result would depend on evaluation order).
+/// Refuses an output view that aliases an input view, i.e. whose memory range intersects the input's (the result
+/// would depend on evaluation order). ("Overlap" in compact names the CUDA panel schedule that overlaps generation
+/// with the GEMM, kernels/panel_schedule.hpp; memory that two views share is aliasing.)
 template <class T, class U>
-inline void check_no_overlap(const char* fn, const char* in_name, const MatrixView<T>& in, const char* out_name,
-                             const MatrixView<U>& out) {
+inline void check_no_alias(const char* fn, const char* in_name, const MatrixView<T>& in, const char* out_name,
+                           const MatrixView<U>& out) {
   std::uintptr_t a0, a1, b0, b1;
   view_extent(in, &a0, &a1);
   view_extent(out, &b0, &b1);
@@ -115,7 +117,7 @@ template <class Scalar>
 inline void check_sketch_args(const MatrixView<const Scalar>& x, const MatrixView<Scalar>& z, index_t n, index_t r) {
   check_view("Projector::sketch", "x", x, -1, "", n, "n");
   check_view("Projector::sketch", "z", z, x.rows, "x.rows", r, "r");
-  check_no_overlap("Projector::sketch", "x", x, "z", z);
+  check_no_alias("Projector::sketch", "x", x, "z", z);
 }
 
 /// The argument checks of Projector::unsketch_grad on every backend: g is m x r, out is m x n, out does not
@@ -125,7 +127,7 @@ inline void check_unsketch_args(const MatrixView<const Scalar>& g, const MatrixV
                                 index_t r) {
   check_view("Projector::unsketch_grad", "g", g, -1, "", r, "r");
   check_view("Projector::unsketch_grad", "out", out, g.rows, "g.rows", n, "n");
-  check_no_overlap("Projector::unsketch_grad", "g", g, "out", out);
+  check_no_alias("Projector::unsketch_grad", "g", g, "out", out);
 }
 
 /// The argument checks of compressed_grad on every backend: dy is B x m, z is B x r, g is m x r, and g overlaps
@@ -136,8 +138,8 @@ inline void check_compressed_grad_args(const MatrixView<const Scalar>& dy, const
   check_view("compressed_grad", "dy", dy, -1, "", -1, "");
   check_view("compressed_grad", "z", z, dy.rows, "dy.rows", -1, "");
   check_view("compressed_grad", "g", g, dy.cols, "dy.cols", z.cols, "z.cols");
-  check_no_overlap("compressed_grad", "dy", dy, "g", g);
-  check_no_overlap("compressed_grad", "z", z, "g", g);
+  check_no_alias("compressed_grad", "dy", dy, "g", g);
+  check_no_alias("compressed_grad", "z", z, "g", g);
 }
 
 }  // namespace detail

@@ -15,6 +15,7 @@
 #include <type_traits>
 
 #include "compact/config.hpp"
+#include "compact/spec/srht.hpp"
 #include "compact/cpu/fwht_portable.hpp"
 #include "compact/cpu/isa.hpp"
 #include "compact/cpu/kernels_avx2.hpp"
@@ -28,8 +29,8 @@
 
 namespace compact {
 
-/// Longest transform supported: 2^20 elements (4 MiB of float).
-inline constexpr index_t kFwhtMaxLength = index_t{1} << 20;
+/// Longest transform supported: 2^20 elements (4 MiB of float), the SRHT's longest padded row (spec/srht.hpp).
+inline constexpr index_t kFwhtMaxLength = kSrhtMaxPaddedDim;
 
 namespace detail {
 

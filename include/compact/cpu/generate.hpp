@@ -35,24 +35,10 @@ void fill_dense_panel_with(CpuIsa isa, const EntryParams& p, index_t i0, index_t
                 "compact::detail::fill_dense_panel: Scalar must be float or double");
   if (i0 >= i1 || j0 >= j1) return;
 #if COMPACT_DETAIL_AVX512_COMPILED
-  if (isa == CpuIsa::kAvx512) {
-    if constexpr (std::is_same_v<Dist, Gaussian>) {
-      avx512::fill_gaussian_panel(p, i0, i1, j0, j1, out, ld);
-    } else {
-      avx512::fill_rademacher_panel(p, i0, i1, j0, j1, out, ld);
-    }
-    return;
-  }
+  if (isa == CpuIsa::kAvx512) return avx512::fill_panel<Dist>(p, i0, i1, j0, j1, out, ld);
 #endif
 #if COMPACT_DETAIL_HAS_X86_PATHS
-  if (isa == CpuIsa::kAvx2) {
-    if constexpr (std::is_same_v<Dist, Gaussian>) {
-      avx2::fill_gaussian_panel(p, i0, i1, j0, j1, out, ld);
-    } else {
-      avx2::fill_rademacher_panel(p, i0, i1, j0, j1, out, ld);
-    }
-    return;
-  }
+  if (isa == CpuIsa::kAvx2) return avx2::fill_panel<Dist>(p, i0, i1, j0, j1, out, ld);
 #endif
   (void)isa;
   fill_dense_panel_scalar<Dist>(p, i0, i1, j0, j1, out, ld, [](float v) { return static_cast<Scalar>(v); });

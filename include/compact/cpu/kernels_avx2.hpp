@@ -6,8 +6,8 @@
 /// Highway's pattern: the lane types and operations of the instruction set (cpu/lanes_avx2.inl), then the kernels
 /// written against them (spec/fp32_lanes.inl, cpu/generate_panels.inl, cpu/fwht_passes.inl), all included between
 /// COMPACT_DETAIL_BEGIN_AVX2 and COMPACT_DETAIL_END_TARGET, which compile every function in between for AVX2 + FMA
-/// whatever the translation unit's -m flags (cpu/isa.hpp). cpu/generate.hpp, cpu/fwht.hpp and cpu/srht_row_transform.hpp call
-/// them after the run-time CPU check.
+/// whatever the translation unit's -m flags (cpu/isa.hpp). cpu/generate.hpp, cpu/fwht.hpp and
+/// cpu/srht_row_transform.hpp call them after the run-time CPU check.
 
 #include <cstddef>
 #include <cstdint>

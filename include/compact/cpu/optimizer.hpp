@@ -48,6 +48,7 @@ class OptimizerStorage<Cpu, Dist, Scalar> : public OptimizerCore<Dist, Scalar> {
   /// What a projector call of the optimizer runs with: the step's projector workspace (allocated before anything
   /// changes).
   using Context = Workspace;
+  static constexpr bool kContextIsStream = false;
 
   /// Zeroes Ĝ.
   void zero_grad() { grad_.setZero(); }
@@ -90,29 +91,30 @@ class OptimizerStorage<Cpu, Dist, Scalar> : public OptimizerCore<Dist, Scalar> {
   /// Checks the weight argument of step() before anything is written.
   void check_weight(const char* fn, const MatrixView<Scalar>& w) const {
     check_view(fn, "w", w, m_, "m", n_, "n");
-    check_no_overlap(fn, "grad", grad_view(), "w", w);
+    check_no_alias(fn, "grad", grad_view(), "w", w);
     this->check_step_count(fn);
   }
 
-  /// Everything a step allocates, allocated before it changes anything: the projectors' workspace and, at a window
-  /// change, the next projector and (kTransferFirst) the kTransferRows x n transfer scratch. An allocation failure
-  /// therefore throws compact::error with the optimizer and W untouched, and nothing after it can fail.
-  template <class Optimizer>
-  struct StepScratch {
-    StepScratch(const Optimizer& opt, const char* fn, WindowPolicy policy)
-        : transfers(opt.schedule_.resamples_at(opt.step_ + 1) && policy == WindowPolicy::kTransferFirst),
-          projector(fn, "the projector scratch", opt.step_scratch_bytes(transfers)),
-          next(opt.next_projector(projector.view())) {
-      if (transfers) {
-        wide = make_matrix<Scalar>(fn, "the transfer scratch", std::min(Optimizer::kTransferRows, opt.m_), opt.n_);
-      }
-    }
-    bool transfers;
-    ScratchBuffer projector;
-    std::optional<ProjectorType> next;  // P of the next window, when the window changes
-    RowMatrix<Scalar> wide;             // kTransferRows x n, when a moment is transferred
-    MatrixView<Scalar> wide_view() { return MatrixView<Scalar>(wide.data(), wide.rows(), wide.cols(), wide.cols()); }
+  /// Everything a step allocates besides the next window's projector, allocated before it changes anything: the
+  /// projectors' workspace (the step's context) and, at a window change with kTransferFirst, the kTransferRows x n
+  /// transfer scratch. An allocation failure therefore throws compact::error with the optimizer and W untouched.
+  class StepResources {
+   public:
+    StepResources(const char* fn, std::size_t projector_bytes, index_t wide_rows, index_t n)
+        : projector_(fn, "the projector scratch", projector_bytes),
+          wide_(make_matrix<Scalar>(fn, "the transfer scratch", wide_rows, wide_rows > 0 ? n : 0)) {}
+    Workspace context() const { return projector_.view(); }
+    MatrixView<Scalar> wide() { return MatrixView<Scalar>(wide_.data(), wide_.rows(), wide_.cols(), wide_.cols()); }
+
+   private:
+    ScratchBuffer projector_;
+    RowMatrix<Scalar> wide_;
   };
+  StepResources step_resources(const char* fn, WindowPolicy policy, Context) const {
+    constexpr index_t kRows = CompressedOptimizerBase<Cpu, Dist, Scalar>::kTransferRows;
+    const bool transfers = schedule_.resamples_at(step_ + 1) && policy == WindowPolicy::kTransferFirst;
+    return StepResources(fn, step_scratch_bytes(transfers), transfers ? std::min(kRows, m_) : 0, n_);
+  }
 
   /// Projector workspace of a step: the W update unsketches m rows; a transfer unsketches and sketches panels of up
   /// to kTransferRows rows.
@@ -147,7 +149,6 @@ class OptimizerStorage<Cpu, Dist, Scalar> : public OptimizerCore<Dist, Scalar> {
 template <class Dist, class Scalar>
 class CompressedAdamW<Cpu, Dist, Scalar> : public detail::AdamWBase<Cpu, Dist, Scalar> {
   using Base = detail::AdamWBase<Cpu, Dist, Scalar>;
-  friend typename Base::template StepScratch<CompressedAdamW>;
 
  public:
   /// An optimizer for a weight of m x n compressed to rank r (1 <= r <= n), with P at step t from
@@ -161,24 +162,20 @@ class CompressedAdamW<Cpu, Dist, Scalar> : public detail::AdamWBase<Cpu, Dist, S
   /// window change, the next projector (and 64 x n for kTransferFirst), all allocated before anything changes: a bad
   /// argument or running out of memory throws compact::error and changes nothing.
   void step(MatrixView<Scalar> w) {
-    constexpr const char* fn = "CompressedAdamW::step";
-    this->check_weight(fn, w);
     const AdamWOptions& o = this->options_;
-    typename Base::template StepScratch<CompressedAdamW> scratch(*this, fn, o.window_policy);
-    // The per-element math of kernels/optimizer_step.hpp, which the CUDA optimizer's fused kernel runs too.
-    const detail::AdamWStepScalars<Scalar> s = this->step_scalars();
-    this->count_update();
-    Scalar* M = this->moment_[0].data();
-    Scalar* V = this->moment_[1].data();
-    const Scalar* G = this->grad_.data();
-    Scalar* N = this->update_.data();
-    const index_t count = this->m_ * this->r_;
-    for (index_t i = 0; i < count; ++i) N[i] = detail::adamw_element(G[i], &M[i], &V[i], s);
-    this->apply_update(w, static_cast<compute_t<Scalar>>(-o.lr * o.alpha), o.lr, o.weight_decay,
-                       scratch.projector.view());
-    this->grad_.setZero();
-    this->finish_step(&scratch.next, o.window_policy, o.reset_second_moment, scratch.wide_view(),
-                      scratch.projector.view());
+    this->run_step("CompressedAdamW::step", w, Workspace{}, o.reset_second_moment,
+                   static_cast<compute_t<Scalar>>(-o.lr * o.alpha), [this](Workspace) {
+                     // The per-element math of kernels/optimizer_step.hpp, which the CUDA fused kernel runs too.
+                     const detail::AdamWStepScalars<Scalar> s = this->step_scalars();
+                     Scalar* M = this->moment_[0].data();
+                     Scalar* V = this->moment_[1].data();
+                     const Scalar* G = this->grad_.data();
+                     Scalar* N = this->update_.data();
+                     const index_t count = this->m_ * this->r_;
+                     for (index_t i = 0; i < count; ++i) N[i] = detail::adamw_element(G[i], &M[i], &V[i], s);
+                     this->grad_.setZero();
+                     this->count_update();
+                   });
   }
   /// Eigen convenience for step().
   void step(Eigen::Ref<RowMatrix<Scalar>> w) { step(detail::as_mutable_view<Scalar>(w)); }
@@ -189,7 +186,6 @@ class CompressedAdamW<Cpu, Dist, Scalar> : public detail::AdamWBase<Cpu, Dist, S
 template <class Dist, class Scalar>
 class CompressedSgd<Cpu, Dist, Scalar> : public detail::SgdBase<Cpu, Dist, Scalar> {
   using Base = detail::SgdBase<Cpu, Dist, Scalar>;
-  friend typename Base::template StepScratch<CompressedSgd>;
 
  public:
   CompressedSgd(index_t m, index_t n, index_t r, Schedule schedule, std::uint64_t sketch_stream,
@@ -197,25 +193,21 @@ class CompressedSgd<Cpu, Dist, Scalar> : public detail::SgdBase<Cpu, Dist, Scala
       : Base(m, n, r, schedule, sketch_stream, options) {}
 
   /// One step on w (m x n) from the accumulated Ĝ; then Ĝ is zeroed, the step counted and the window policy
-  /// applied if the window changes (kTransferFirst transfers B). Scratch: the projector's workspace and, at a
-  /// window change, the next projector (and 64 x n for kTransferFirst), allocated before anything changes.
+  /// applied if the window changes (kTransferFirst transfers B). Scratch as for CompressedAdamW::step.
   void step(MatrixView<Scalar> w) {
-    constexpr const char* fn = "CompressedSgd::step";
-    this->check_weight(fn, w);
     const SgdOptions& o = this->options_;
-    typename Base::template StepScratch<CompressedSgd> scratch(*this, fn, o.window_policy);
-    const bool first = this->updates_[0] == 0;
-    const Scalar momentum = static_cast<Scalar>(o.momentum);
-    Scalar* B = this->moment_[0].data();
-    const Scalar* G = this->grad_.data();
-    Scalar* N = this->update_.data();
-    const index_t count = this->m_ * this->r_;
-    for (index_t i = 0; i < count; ++i) N[i] = detail::sgd_element(G[i], &B[i], momentum, first);
-    ++this->updates_[0];
-    this->apply_update(w, static_cast<compute_t<Scalar>>(-o.lr * o.alpha), o.lr, o.weight_decay,
-                       scratch.projector.view());
-    this->grad_.setZero();
-    this->finish_step(&scratch.next, o.window_policy, false, scratch.wide_view(), scratch.projector.view());
+    this->run_step("CompressedSgd::step", w, Workspace{}, false, static_cast<compute_t<Scalar>>(-o.lr * o.alpha),
+                   [this, &o](Workspace) {
+                     const bool first = this->updates_[0] == 0;
+                     const Scalar momentum = static_cast<Scalar>(o.momentum);
+                     Scalar* B = this->moment_[0].data();
+                     const Scalar* G = this->grad_.data();
+                     Scalar* N = this->update_.data();
+                     const index_t count = this->m_ * this->r_;
+                     for (index_t i = 0; i < count; ++i) N[i] = detail::sgd_element(G[i], &B[i], momentum, first);
+                     this->grad_.setZero();
+                     ++this->updates_[0];
+                   });
   }
   void step(Eigen::Ref<RowMatrix<Scalar>> w) { step(detail::as_mutable_view<Scalar>(w)); }
 };

@@ -25,8 +25,6 @@
 namespace compact {
 namespace detail {
 
-static_assert(kFwhtMaxLength >= kSrhtMaxPaddedDim, "the CPU FWHT must reach the SRHT's longest padded row");
-
 /// The implementation of the SRHT projector on the CPU (entry spec v1): P = D H S / sqrt(r), P[i][j] = d_i
 /// (-1)^popcount(i & S_j) / sqrt(r).
 ///

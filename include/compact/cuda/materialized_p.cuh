@@ -107,8 +107,8 @@ class MaterializedP {
                   const char* out_cols_what, const char* rows_what) const {
     detail::check_view(fn, in_name, in, -1, "", in_cols, in_cols_what);
     detail::check_view(fn, out_name, out, in.rows, rows_what, out_cols, out_cols_what);
-    detail::check_no_overlap(fn, in_name, in, out_name, out);
-    detail::check_no_overlap(fn, "p", p(), out_name, out);
+    detail::check_no_alias(fn, in_name, in, out_name, out);
+    detail::check_no_alias(fn, "p", p(), out_name, out);
   }
 
   /// The GEMM of `plan` with the stored P as A, on `stream`, on the projector's device.

@@ -123,6 +123,7 @@ class OptimizerStorage<Cuda, Dist, Scalar> : public OptimizerCore<Dist, float> {
   using Moment = float;
   /// What a call of the optimizer runs on: a CUDA stream (of the backend's device).
   using Context = cudaStream_t;
+  static constexpr bool kContextIsStream = true;
   /// Rows of M per kTransferFirst panel (CompressedOptimizerBase::kTransferRows).
   static constexpr index_t kTransferRows = 64;
 
@@ -240,8 +241,8 @@ class OptimizerStorage<Cuda, Dist, Scalar> : public OptimizerCore<Dist, float> {
   /// Moment k copied to the host buffer on `cuda_stream`, which this call synchronizes.
   const float* moment_on_host(int k, std::vector<float>* staging, Context cuda_stream) const {
     const DeviceGuard guard(device_, "save_state: cudaSetDevice");
-    check_cuda(cudaMemcpyAsync(staging->data(), moment_ptr(k), staging->size() * sizeof(float),
-                               cudaMemcpyDeviceToHost, cuda_stream),
+    check_cuda(cudaMemcpyAsync(staging->data(), moment_ptr(k), staging->size() * sizeof(float), cudaMemcpyDeviceToHost,
+                               cuda_stream),
                "save_state: cudaMemcpyAsync");
     check_cuda(cudaStreamSynchronize(cuda_stream), "save_state: cudaStreamSynchronize");
     return staging->data();
@@ -276,17 +277,29 @@ class OptimizerStorage<Cuda, Dist, Scalar> : public OptimizerCore<Dist, float> {
 
   /// The transfer scratch (kTransferRows x n floats; empty until kTransferFirst is chosen).
   MatrixView<float> transfer_view() const {
-    return MatrixView<float>(reinterpret_cast<float*>(transfer_.data()), transfer_.bytes() == 0 ? 0 : std::min(kTransferRows, m_),
-                             n_, n_);
+    return MatrixView<float>(reinterpret_cast<float*>(transfer_.data()),
+                             transfer_.bytes() == 0 ? 0 : std::min(kTransferRows, m_), n_, n_);
+  }
+
+  /// What one step holds while it runs: the device made current (restored when the step returns), the CUDA stream it
+  /// runs on (its context) and the transfer scratch.
+  struct StepResources {
+    DeviceGuard guard;
+    cudaStream_t stream;
+    MatrixView<float> transfer;
+    cudaStream_t context() const { return stream; }
+    MatrixView<float> wide() const { return transfer; }
+  };
+  StepResources step_resources(const char*, WindowPolicy, Context cuda_stream) const {
+    return StepResources{DeviceGuard(device_, "step: cudaSetDevice"), cuda_stream, transfer_view()};
   }
 
   /// Checks the weight argument of step() before anything is written.
   void check_weight(const char* fn, const MatrixView<Scalar>& w) const {
     check_view(fn, "w", w, m_, "m", n_, "n");
     check_device_pointer(fn, "w", w.data, device_);
-    check_no_overlap(fn, "the optimizer state",
-                     MatrixView<const unsigned char>(state_.data(), 1, state_.bytes(), index_t(state_.bytes())), "w",
-                     w);
+    check_no_alias(fn, "the optimizer state",
+                   MatrixView<const unsigned char>(state_.data(), 1, state_.bytes(), index_t(state_.bytes())), "w", w);
     this->check_step_count(fn);
   }
 
@@ -359,32 +372,20 @@ class CompressedAdamW<Cuda, Dist, Scalar> : public detail::AdamWBase<Cuda, Dist,
   /// work is enqueued: a bad argument throws compact::error and changes nothing.
   void step(MatrixView<Scalar> w) { step(w, this->backend_.stream); }
   void step(MatrixView<Scalar> w, cudaStream_t cuda_stream) {
-    constexpr const char* fn = "CompressedAdamW::step";
-    this->check_weight(fn, w);
     const AdamWOptions& o = this->options_;
-    const detail::DeviceGuard guard(this->device_, "CompressedAdamW::step: cudaSetDevice");
-    std::optional<typename Base::ProjectorType> next = this->next_projector(cuda_stream);
-    const detail::AdamWStepScalars<float> s = this->step_scalars();
-    const index_t count = this->m_ * this->r_;
-    const detail::Launch1d launch = detail::optimizer_step_launch(count);
-    detail::launch_kernel("adamw_step_kernel", [&] {
-      detail::adamw_step_kernel<Scalar>
-          <<<static_cast<unsigned>(launch.blocks), static_cast<unsigned>(launch.threads), 0, cuda_stream>>>(
-              this->grad_ptr(), this->moment_ptr(0), this->moment_ptr(1), this->update_ptr(), count, s);
-    });
-    this->count_update();
-    this->apply_update(w, static_cast<float>(-o.lr * o.alpha), o.lr, o.weight_decay, cuda_stream);
-    this->finish_step(&next, o.window_policy, o.reset_second_moment, this->transfer_view(), cuda_stream);
-  }
-
-  /// save_state / load_state on `cuda_stream`, which they synchronize (see detail::AdamWBase).
-  using Base::load_state;
-  using Base::save_state;
-  std::vector<std::uint8_t> save_state(cudaStream_t cuda_stream) const {
-    return this->save_record("CompressedAdamW::save_state", cuda_stream);
-  }
-  void load_state(const std::uint8_t* bytes, std::size_t size, cudaStream_t cuda_stream) {
-    this->load_record("CompressedAdamW::load_state", bytes, size, cuda_stream);
+    this->run_step("CompressedAdamW::step", w, cuda_stream, o.reset_second_moment, static_cast<float>(-o.lr * o.alpha),
+                   [this](cudaStream_t stream) {
+                     const detail::AdamWStepScalars<float> s = this->step_scalars();
+                     const index_t count = this->m_ * this->r_;
+                     const detail::Launch1d launch = detail::optimizer_step_launch(count);
+                     detail::launch_kernel("adamw_step_kernel", [&] {
+                       detail::adamw_step_kernel<Scalar>
+                           <<<static_cast<unsigned>(launch.blocks), static_cast<unsigned>(launch.threads), 0, stream>>>(
+                               this->grad_ptr(), this->moment_ptr(0), this->moment_ptr(1), this->update_ptr(), count,
+                               s);
+                     });
+                     this->count_update();
+                   });
   }
 };
 
@@ -401,33 +402,21 @@ class CompressedSgd<Cuda, Dist, Scalar> : public detail::SgdBase<Cuda, Dist, Sca
 
   void step(MatrixView<Scalar> w) { step(w, this->backend_.stream); }
   void step(MatrixView<Scalar> w, cudaStream_t cuda_stream) {
-    constexpr const char* fn = "CompressedSgd::step";
-    this->check_weight(fn, w);
     const SgdOptions& o = this->options_;
-    const detail::DeviceGuard guard(this->device_, "CompressedSgd::step: cudaSetDevice");
-    std::optional<typename Base::ProjectorType> next = this->next_projector(cuda_stream);
-    const bool first = this->updates_[0] == 0;
-    const index_t count = this->m_ * this->r_;
-    const detail::Launch1d launch = detail::optimizer_step_launch(count);
     const detail::SgdUpdateScales scales = detail::sgd_update_scales(std::is_same_v<Scalar, __half>, o.lr, o.alpha);
-    detail::launch_kernel("sgd_step_kernel", [&] {
-      detail::sgd_step_kernel<Scalar>
-          <<<static_cast<unsigned>(launch.blocks), static_cast<unsigned>(launch.threads), 0, cuda_stream>>>(
-              this->grad_ptr(), this->moment_ptr(0), this->update_ptr(), count, static_cast<float>(o.momentum), first,
-              scales.store_scale);
-    });
-    ++this->updates_[0];
-    this->apply_update(w, scales.gemm_alpha, o.lr, o.weight_decay, cuda_stream);
-    this->finish_step(&next, o.window_policy, false, this->transfer_view(), cuda_stream);
-  }
-
-  using Base::load_state;
-  using Base::save_state;
-  std::vector<std::uint8_t> save_state(cudaStream_t cuda_stream) const {
-    return this->save_record("CompressedSgd::save_state", cuda_stream);
-  }
-  void load_state(const std::uint8_t* bytes, std::size_t size, cudaStream_t cuda_stream) {
-    this->load_record("CompressedSgd::load_state", bytes, size, cuda_stream);
+    this->run_step("CompressedSgd::step", w, cuda_stream, false, scales.gemm_alpha,
+                   [this, &o, scales](cudaStream_t stream) {
+                     const bool first = this->updates_[0] == 0;
+                     const index_t count = this->m_ * this->r_;
+                     const detail::Launch1d launch = detail::optimizer_step_launch(count);
+                     detail::launch_kernel("sgd_step_kernel", [&] {
+                       detail::sgd_step_kernel<Scalar>
+                           <<<static_cast<unsigned>(launch.blocks), static_cast<unsigned>(launch.threads), 0, stream>>>(
+                               this->grad_ptr(), this->moment_ptr(0), this->update_ptr(), count,
+                               static_cast<float>(o.momentum), first, scales.store_scale);
+                     });
+                     ++this->updates_[0];
+                   });
   }
 };
 

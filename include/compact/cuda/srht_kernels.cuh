@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 /// The GPU SRHT's kernels and their launchers: the selection of S and the packed signs (kernels/srht_select.hpp), and
-/// the one- or two-pass row transforms (kernels/srht_row_kernels.hpp). Each __global__ function only reads the CUDA built-in
-/// indices and calls its body from kernels/, which the host tests run too.
+/// the one- or two-pass row transforms (kernels/srht_row_kernels.hpp). Each __global__ function only reads the CUDA
+/// built-in indices and calls its body from kernels/, which the host tests run too.
 ///
 /// Kernels without a natural template parameter are templates anyway (`template <int = 0>`): a non-template
 /// __global__ function defined in a header would be defined once per translation unit.

@@ -32,7 +32,7 @@ namespace compact {
 
 /// SRHT projector on the GPU: P = D H S / sqrt(r) of spec/srht.hpp, applied as one FWHT per padded row.
 ///
-/// Class invariant: that of detail::CudaProjectorBase, with n' = next_pow2(n) <= kMaxPaddedDim and a workspace of
+/// Class invariant: that of detail::CudaProjectorBase, with n' = next_pow2(n) <= kSrhtMaxPaddedDim and a workspace of
 /// at least min_workspace_bytes(n, r) (kernels/srht_workspace.hpp: the sample S, the packed signs of d, the chunk
 /// boundaries of S, and a transient region). The constructor enqueues on backend.stream the computation of d and
 /// S (a radix select on the device, exactly spec/srht.hpp's srht_sample) and picks the row plan for its device:
@@ -48,10 +48,6 @@ class Projector<Cuda, Srht, Scalar> : public detail::CudaProjectorBase {
                 "compact::Projector<Cuda, Srht, Scalar>: Scalar must be float, __half or __nv_bfloat16");
 
  public:
-  /// Longest padded row: n' = next_pow2(n) must not exceed this (2^20, as on the CPU; two passes beyond one block).
-  static constexpr index_t kMaxPaddedDim = kSrhtMaxPaddedDim;
-  static_assert(kMaxPaddedDim == index_t{1} << detail::kSrhtMaxLog2, "the GPU row plan must reach kSrhtMaxPaddedDim");
-
   /// Smallest workspace for (n, r) on any supported GPU. A pure function of (n, r): needs no device.
   static std::size_t min_workspace_bytes(index_t n, index_t r) {
     detail::check_projector_shape<Srht>("Projector::min_workspace_bytes", n, r);

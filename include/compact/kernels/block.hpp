@@ -28,7 +28,6 @@
 #include "compact/portability.hpp"  // COMPACT_UNROLL
 #include "compact/kernels/grid.hpp"
 
-
 namespace compact {
 namespace detail {
 

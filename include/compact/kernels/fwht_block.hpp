@@ -27,8 +27,9 @@
 namespace compact {
 namespace detail {
 
-/// Longest transform one block does: the row lives in shared memory as fp32 (2^15 floats = 128 KiB).
-inline constexpr int kFwhtMaxLog2 = 15;
+/// Longest transform one thread block does in its shared memory, where the row lives as fp32 (2^15 floats =
+/// 128 KiB); longer rows (up to kSrhtMaxPaddedLog2) take the SRHT's two-pass plan (kernels/srht_row_kernels.hpp).
+inline constexpr int kFwhtSharedMaxLog2 = 15;
 /// Register count of the widest instantiation (rows longer than 2^10 use 64 registers per thread).
 inline constexpr int kFwhtMaxElems = 64;
 /// Threads per block the shapes reach with several rows per block (rows of 2^13 and more use 128 to 512).
@@ -44,8 +45,8 @@ struct FwhtShape {
   int stages;
 };
 
-/// The shape for rows of 2^log2_len (<= 2^kFwhtMaxLog2): 32 registers per thread up to 2^10 (one thread per row, one
-/// stage, up to 2^5; two stages beyond), 64 beyond (two stages up to 2^12, three up to 2^15: 512 threads); rows per
+/// The shape for rows of 2^log2_len (<= 2^kFwhtSharedMaxLog2): 32 registers per thread up to 2^10 (one thread per row,
+/// one stage, up to 2^5; two stages beyond), 64 beyond (two stages up to 2^12, three up to 2^15: 512 threads); rows per
 /// block so that a block has at least 128 threads.
 COMPACT_HOST_DEVICE inline FwhtShape fwht_shape(int log2_len) {
   const int e = log2_len <= 10 ? 5 : 6;

@@ -32,8 +32,6 @@
 namespace compact {
 namespace detail {
 
-/// Longest padded row of the GPU SRHT: n' <= 2^20.
-inline constexpr int kSrhtMaxLog2 = 20;
 /// Bits the register pass does: a thread holds 2^h <= kSrhtMaxHighElems elements of a row.
 inline constexpr int kSrhtMaxHighBits = 5;
 /// Register array of the register pass: 2^kSrhtMaxHighBits.
@@ -57,10 +55,11 @@ COMPACT_HOST_DEVICE inline SrhtPlan srht_plan(int log2_len, int max_chunk_bits) 
   return SrhtPlan{log2_len, c, log2_len - c, fwht_shape(c)};
 }
 
-/// The largest chunk (as bits) whose block (fwht_shape) fits `shared_bytes` of shared memory, at most kFwhtMaxLog2.
+/// The largest chunk (as bits) whose block (fwht_shape) fits `shared_bytes` of shared memory, at most
+/// kFwhtSharedMaxLog2.
 inline int srht_max_chunk_bits(std::size_t shared_bytes) {
   int c = 0;
-  while (c < kFwhtMaxLog2 && fwht_shared_bytes(fwht_shape(c + 1)) <= shared_bytes) ++c;
+  while (c < kFwhtSharedMaxLog2 && fwht_shared_bytes(fwht_shape(c + 1)) <= shared_bytes) ++c;
   return c;
 }
 
@@ -153,7 +152,7 @@ COMPACT_HOST_DEVICE inline int srht_chunk_elems(const SrhtPlan& p) { return p.ch
 /// (rows up to 2^10), 512 with 64 (2^15 in 64 registers per thread). The kernels' launch bounds, which let ptxas
 /// keep the register arrays in registers (about 115 per thread with 64, at most 128 for 512 threads).
 constexpr int srht_chunk_max_threads(int elems) {
-  return elems > 32 ? 1 << (kFwhtMaxLog2 - 6) : 1 << kFwhtMinBlockThreadsLog2;
+  return elems > 32 ? 1 << (kFwhtSharedMaxLog2 - 6) : 1 << kFwhtMinBlockThreadsLog2;
 }
 
 /// Grid of a chunk kernel over `rows` rows: one block per 2^chunk.log2_rows (row, chunk) tasks, at most

@@ -33,7 +33,7 @@ struct SrhtLayout {
   std::size_t select_end;                    ///< end of the selection's parts
 };
 
-/// The layout for (n, r), 1 <= r <= n, next_pow2(n) <= 2^kSrhtMaxLog2.
+/// The layout for (n, r), 1 <= r <= n, next_pow2(n) <= 2^kSrhtMaxPaddedLog2.
 inline SrhtLayout srht_layout(index_t n, index_t r) {
   SrhtLayout l{};
   l.np = next_pow2(n);
@@ -94,9 +94,9 @@ inline index_t srht_scratch_rows(const SrhtLayout& l, std::size_t bytes) {
 inline index_t srht_min_scratch_rows(index_t np) { return np > (index_t{1} << kSrhtPortableChunkBits) ? 1 : 0; }
 
 /// Scratch rows the recommended workspace holds: kSrhtScratchFloats worth when every GPU needs two passes
-/// (n' above 2^kFwhtMaxLog2), else the minimum.
+/// (n' above 2^kFwhtSharedMaxLog2), else the minimum.
 inline index_t srht_recommended_scratch_rows(index_t np) {
-  if (np <= (index_t{1} << kFwhtMaxLog2)) return srht_min_scratch_rows(np);
+  if (np <= (index_t{1} << kFwhtSharedMaxLog2)) return srht_min_scratch_rows(np);
   return kSrhtScratchFloats / np > 1 ? kSrhtScratchFloats / np : 1;
 }
 

@@ -37,9 +37,11 @@ COMPACT_HOST_DEVICE inline constexpr index_t next_pow2(index_t n) {
   return p;
 }
 
-/// Longest padded row n' = next_pow2(n) of an SRHT, on every backend: 2^20 (the CPU's longest FWHT, and the GPU's
-/// two-pass transform).
-inline constexpr index_t kSrhtMaxPaddedDim = index_t{1} << 20;
+/// log2 of the longest padded row n' = next_pow2(n) of an SRHT, on every backend: 2^20, the one source of that limit
+/// (the CPU's longest FWHT, kFwhtMaxLength, and the GPU's two-pass transform are defined from it).
+inline constexpr int kSrhtMaxPaddedLog2 = 20;
+/// Longest padded row n' = next_pow2(n) of an SRHT: 2^kSrhtMaxPaddedLog2.
+inline constexpr index_t kSrhtMaxPaddedDim = index_t{1} << kSrhtMaxPaddedLog2;
 
 /// Srht (entry spec v1): n' = next_pow2(n) must not exceed kSrhtMaxPaddedDim.
 template <>
