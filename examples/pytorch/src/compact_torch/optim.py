@@ -56,23 +56,27 @@ class CompressedAdamW(torch.optim.Optimizer):
         self._check_weights()
 
     def add_param_group(self, param_group):
+        if getattr(self, "_constructed", False):  # during __init__ the groups are checked together afterwards
+            params = param_group["params"]
+            params = [params] if isinstance(params, torch.Tensor) else list(params)
+            param_group = dict(param_group, params=params)
+            self._check_weights(params)
         super().add_param_group(param_group)
-        if getattr(self, "_constructed", False):
-            self._check_weights()
 
-    def _check_weights(self):
-        """A CompactLinear's weight without its weight_ghat would silently never train: refuse it."""
+    def _check_weights(self, extra=()):
+        """A CompactLinear's weight without its weight_ghat would silently never train: refuse it (before anything
+        is added)."""
+        params = [p for group in self.param_groups for p in group["params"]] + list(extra)
+        given = {id(p) for p in params}
+        for p in params:
+            layer = weight_owner_of(p)
+            if layer is not None and id(layer.weight_ghat) not in given:
+                raise CompactError(
+                    f"compact: CompressedAdamW: a parameter of shape {tuple(p.shape)} is the weight of a "
+                    f"CompactLinear ({layer.extra_repr()}) but its weight_ghat is not given; the weight's gradient is "
+                    "formed in weight_ghat.grad, so the weight would never be updated. Give the optimizer "
+                    "model.parameters(), or the layer's weight_ghat together with its weight")
         self._constructed = True
-        given = {id(p) for group in self.param_groups for p in group["params"]}
-        for group in self.param_groups:
-            for p in group["params"]:
-                layer = weight_owner_of(p)
-                if layer is not None and id(layer.weight_ghat) not in given:
-                    raise CompactError(
-                        f"compact: CompressedAdamW: a parameter of shape {tuple(p.shape)} is the weight of a "
-                        f"CompactLinear ({layer.extra_repr()}) but its weight_ghat is not given; the weight's "
-                        "gradient is formed in weight_ghat.grad, so the weight would never be updated. Give the "
-                        "optimizer model.parameters(), or the layer's weight_ghat together with its weight")
 
     @torch.no_grad()
     def step(self, closure=None):
