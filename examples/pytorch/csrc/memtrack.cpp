@@ -140,15 +140,23 @@ Tracker& tracker() {
   return *t;
 }
 
+/// The base allocator's raw deleter (c10's default CPU allocator has one: its allocations carry the data pointer as
+/// their context), shared by every allocation of the one installed TrackingAllocator.
+c10::DeleterFnPtr base_raw_deleter = nullptr;
+
 class TrackingAllocator final : public c10::Allocator {
  public:
-  explicit TrackingAllocator(c10::Allocator* base) : base_(base) {}
+  explicit TrackingAllocator(c10::Allocator* base) : base_(base) { base_raw_deleter = base->raw_deleter(); }
 
   // torch < 2.3 declares `allocate(size_t) const`, torch >= 2.3 `allocate(size_t)` and a pure `copy_data`: define
   // all three without `override` so that the right ones override on either side.
   c10::DataPtr allocate(size_t n) const { return wrap(base_->allocate(n), n); }
   c10::DataPtr allocate(size_t n) { return wrap(base_->allocate(n), n); }
   void copy_data(void* dest, const void* src, std::size_t count) const { std::memcpy(dest, src, count); }
+
+  /// raw_allocate / raw_deallocate (used by some kernels for scratch) need data == context and a raw deleter: given
+  /// when the base allocator has them, as c10's default CPU allocator does.
+  c10::DeleterFnPtr raw_deleter() const override { return base_raw_deleter != nullptr ? &raw_release : nullptr; }
 
   c10::Allocator* base() const { return base_; }
 
@@ -162,7 +170,17 @@ class TrackingAllocator final : public c10::Allocator {
     void* data = inner.get();
     const c10::Device device = inner.device();
     tracker().on_alloc(data, static_cast<std::int64_t>(n));
+    if (base_raw_deleter != nullptr && inner.get_context() == data && inner.get_deleter() == base_raw_deleter) {
+      // The base's own raw form: keep it (data == context), so that raw_allocate works through this allocator.
+      (void)inner.release_context();
+      return c10::DataPtr(data, data, &raw_release, device);
+    }
     return c10::DataPtr(data, new Context{std::move(inner)}, &TrackingAllocator::release, device);
+  }
+
+  static void raw_release(void* data) {
+    tracker().on_free(data);
+    base_raw_deleter(data);
   }
 
   static void release(void* ctx) {

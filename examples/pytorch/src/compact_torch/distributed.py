@@ -56,7 +56,7 @@ def check_sketch_states(module, process_group=None, names=None):
         name = names[bad]
     per_rank = "; ".join(
         f"rank {k}: seed {int(g[bad, 0]) % (1 << 64)}, stream {int(g[bad, 1]) % (1 << 64)}, period {int(g[bad, 2])}, "
-        f"step {int(g[bad, 3])}, rank r {int(g[bad, 4]) // 4}" for k, g in enumerate(gathered))
+        f"step {int(g[bad, 3])}, r = {int(g[bad, 4]) // 4}" for k, g in enumerate(gathered))
     raise CompactError(f"compact: the ranks disagree on the sketch state of layer {name!r} ({per_rank}); their "
                        "compressed gradients would be averaged in different bases. Load the same checkpoint (model "
                        "and CompressedAdamW state) on every rank")
@@ -101,17 +101,23 @@ def fully_shard(module, **kwargs):
 
     FSDP2 shards every parameter by rows: a layer's W (requires_grad=False) and its Ghat placeholder alike, so a
     rank's shard of Ghat and of W cover the same rows, and CompressedAdamW updates W's shard through P with its
-    shard of N. Ghat is reduce-scattered like any gradient. Sharding turns the zero-stride placeholder into a dense
-    shard of zeros (m x r / world bytes per rank), which FSDP2 all-gathers for the forward with the weight (r/n of
-    the weight's traffic); the wrapper then registers the sharded parameters, which are new objects, so that the
+    shard of N. Ghat is reduce-scattered like any gradient. FSDP2 refuses non-contiguous parameters ("FSDP does not
+    support non-contiguous parameters yet"), so the wrapper first gives each unsharded placeholder real zeros; its
+    shard then costs m x r / world values per rank, and FSDP2 all-gathers it with the weight for the forward (r/n of
+    the weight's traffic). The wrapper then registers the sharded parameters, which are new objects, so that the
     optimizer recognises them."""
     try:
         from torch.distributed.fsdp import fully_shard as torch_fully_shard
     except ImportError as e:
         raise CompactError(f"compact: fully_shard needs torch >= 2.6 (torch.distributed.fsdp.fully_shard); this is "
                            f"torch {torch.__version__}") from e
+    layers = compact_layers(module)
+    for layer in layers:
+        ghat = layer.weight_ghat
+        if not hasattr(ghat, "to_local"):  # not sharded by an inner fully_shard call yet
+            ghat.data = torch.zeros(ghat.shape, dtype=ghat.dtype, device=ghat.device)
     result = torch_fully_shard(module, **kwargs)
-    for layer in compact_layers(module):
+    for layer in layers:
         _register_owner(layer)
     return result
 

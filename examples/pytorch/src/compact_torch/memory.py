@@ -87,6 +87,10 @@ class CpuMemoryTracker:
     def live_bytes(self):
         return int(self._mt.live_bytes())
 
+    def seq(self):
+        """The allocator's sequence number now (to mark phases of a step: compare with the report's peak_seq)."""
+        return int(self._mt.seq())
+
     def start(self):
         """Starts recording (the allocations live now are part of the log) and notes the tensors autograd saves."""
         self._missed = int(self._mt.missed_frees())
@@ -129,7 +133,8 @@ def analyze(records, start_seq, tensors_by_category, saved=None):
     ``records``: int64 rows (ptr, bytes, alloc_seq, free_seq or -1 if still live); rows with alloc_seq <= start_seq
     were live when recording started. ``saved``: int64 rows (ptr, seq) of the tensors autograd saved, each with the
     sequence number at the moment of saving. Returns {"peak": bytes, "weights", "gradients", "optimizer",
-    "activations", "temporaries", "other"} (the categories sum to the peak), "total" (= peak - other) and "end": the
+    "activations", "temporaries", "other"} (the categories sum to the peak), "total" (= peak - other), "peak_seq" (the
+    sequence number at the peak, to place it among marks taken with the tracker's ``seq()``) and "end": the
     categories live at the end.
     """
     ptr, nbytes, alloc, free = (records[:, k] for k in range(4))
@@ -191,6 +196,7 @@ def analyze(records, start_seq, tensors_by_category, saved=None):
             end[cat] += b
     assert sum(out.values()) == peak
     out["peak"] = peak
+    out["peak_seq"] = t_peak
     out["total"] = peak - out["other"]  # training memory at the peak
     out["end"] = end
     return out
@@ -219,6 +225,21 @@ def profiler_peak(step):
     for root in prof.profiler.kineto_results.experimental_event_tree():
         visit(root)
     return max(after) - min(before) if after else 0
+
+
+def compact_scratch_bytes(model):
+    """The largest scratch compact's CPU backend mallocs in one call (sketch or unsketch_grad) for ``model``'s
+    CompactLinear layers: outside torch's allocator, so the tracker does not see it; an upper bound to add to a
+    compact total (one call runs at a time)."""
+    from . import _ext
+    from .linear import compact_layers
+
+    best = 0
+    for layer in compact_layers(model):
+        dtype = torch.float64 if layer.weight.dtype == torch.float64 else torch.float32
+        for unsketch in (False, True):
+            best = max(best, _ext.cpu_scratch_bytes(layer.in_features, layer.rank, layer.dist, dtype, unsketch))
+    return best
 
 
 def cuda_peak_report(model, optimizer, device):

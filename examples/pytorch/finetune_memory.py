@@ -1,0 +1,228 @@
+# SPDX-License-Identifier: MIT
+"""Peak training memory of fine-tuning RoBERTa-base at GLUE shapes: full-rank AdamW against CompAct, the measurement
+behind the paper's "50% lower peak memory for fine-tuning" (Shamshoum et al., NAACL 2025). See docs/pytorch.md.
+
+The model is Hugging Face's RobertaForSequenceClassification with roberta-base's shape (12 layers, hidden 768, 12
+heads, intermediate 3072, vocabulary 50265, 2 labels), randomly initialised: memory does not depend on the weights,
+and nothing is downloaded. CompAct compresses the paper's layers (compress()'s RoBERTa default: query, key, value,
+intermediate.dense, output.dense) with Gaussian P, rank r = n/4 or n/8, q/k/v sharing one sketch.
+
+One optimizer step is measured, on the CPU, with compact_torch.memory.CpuMemoryTracker (every byte of every torch
+tensor, classified as weights, gradients, optimizer state, activations = tensors autograd saved for backward, and
+temporaries = everything else the step allocated), after the optimizer state exists: a first step at batch 1
+creates it, then gradients are set to None and the measured step (forward, backward, optimizer) runs at the
+configured shape. Each configuration runs in its own process (the tracker counts process-wide).
+
+    python examples/pytorch/finetune_memory.py --grid --out-dir docs/pytorch_data/finetune     # the table (a process each)
+    python examples/pytorch/finetune_memory.py --method compact --rank 0.125 --batch 16 --seq 128   # one configuration
+    python examples/pytorch/finetune_memory.py --method full --batch 16 --seq 128 --profile        # + torch.profiler's peak
+"""
+import argparse
+import csv
+import os
+import shlex
+import subprocess
+import sys
+import time
+
+FIELDS = ["name", "method", "rank", "batch", "seq", "attention", "scores_saved", "optimizer_impl", "weights", "gradients", "optimizer",
+          "activations", "temporaries", "scratch", "total", "vs_full", "peak_phase", "profiler_peak_delta",
+          "tracker_peak_delta", "step_seconds", "torch", "transformers", "command"]
+
+
+def parse(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--grid", action="store_true", help="every configuration of the table, a process each")
+    p.add_argument("--grid-seqs", default="128,512")
+    p.add_argument("--grid-batches", default="16,32")
+    p.add_argument("--grid-ranks", default="0.25,0.125")
+    p.add_argument("--grid-skip", default="", help="shapes to leave out, e.g. 32x512")
+    p.add_argument("--method", choices=["full", "compact"], default="full")
+    p.add_argument("--rank", type=float, default=0.25)
+    p.add_argument("--batch", type=int, default=16)
+    p.add_argument("--seq", type=int, default=128)
+    p.add_argument("--foreach", choices=["default", "on", "off"], default="default",
+                   help="torch.optim.AdamW's foreach for the full-rank baseline (default: torch's choice)")
+    p.add_argument("--attention", choices=["math", "fused"], default="math",
+                   help="math: stock RoBERTa (attention dropout 0.1), for which the CPU's scaled_dot_product_attention "
+                        "runs its math path and autograd saves the B x H x S x S scores, probabilities and dropout "
+                        "mask; fused: attention dropout 0, which lets the CPU run its fused (flash) kernel, saving "
+                        "what CUDA's fused kernels save with dropout (q, k, v, output, log-sum-exp; no S x S tensor)")
+    p.add_argument("--profile", action="store_true", help="also measure the step's peak with torch.profiler")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--out-dir", default="finetune_memory_out")
+    return p.parse_args(argv)
+
+
+def roberta_base(attention, layers=12):
+    import transformers
+
+    config = transformers.RobertaConfig(vocab_size=50265, hidden_size=768, num_hidden_layers=layers,
+                                        num_attention_heads=12, intermediate_size=3072, max_position_embeddings=514,
+                                        type_vocab_size=1, layer_norm_eps=1e-5, pad_token_id=1, bos_token_id=0,
+                                        eos_token_id=2, num_labels=2, hidden_dropout_prob=0.1,
+                                        attention_probs_dropout_prob=0.1 if attention == "math" else 0.0)
+    config._attn_implementation = "sdpa"
+    return transformers.RobertaForSequenceClassification(config)
+
+
+def scores_saved(attention, seq):
+    """Whether autograd saves an S x S attention tensor (one layer, one sequence, in train mode)."""
+    import torch
+
+    model = roberta_base(attention, layers=1).train()
+    found = []
+
+    def pack(t):
+        found.append(t.dim() >= 2 and tuple(t.shape[-2:]) == (seq, seq))
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        model(**batch_of(1, seq, 0)).loss
+    return any(found)
+
+
+def batch_of(b, s, seed):
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(3, 50265, (b, s), generator=g)
+    return {"input_ids": ids, "attention_mask": torch.ones(b, s, dtype=torch.int64),
+            "labels": torch.randint(0, 2, (b,), generator=g)}
+
+
+def run(args):
+    import torch
+    import transformers
+
+    import compact_torch as ct
+    from compact_torch import memory
+
+    torch.set_num_threads(args.threads)
+    tracker = memory.CpuMemoryTracker()  # before the model: every tensor of the run is seen
+    torch.manual_seed(0)
+    model = roberta_base(args.attention).train()  # dropout on, as in fine-tuning
+    if args.method == "compact":
+        ct.compress(model, rank=args.rank, dist="gaussian", period=500)
+        opt = ct.CompressedAdamW(model.parameters(), lr=2e-5, weight_decay=0.01)
+        impl = "CompressedAdamW"
+    else:
+        foreach = {"default": None, "on": True, "off": False}[args.foreach]
+        opt = torch.optim.AdamW(model.parameters(), lr=2e-5, weight_decay=0.01, foreach=foreach)
+        impl = f"AdamW(foreach={args.foreach})"
+    # The optimizer state exists from the first step on; create it with a batch of one.
+    model(**batch_of(1, args.seq, 1)).loss.backward()
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+
+    base = tracker.live_bytes()
+    marks = {}
+    t0 = time.perf_counter()
+
+    def step():
+        batch = batch_of(args.batch, args.seq, 2)
+        loss = model(**batch).loss
+        marks["forward"] = tracker.seq()
+        loss.backward()
+        marks["backward"] = tracker.seq()
+        opt.step()
+
+    tracker.start()
+    profiled = memory.profiler_peak(step) if args.profile else None
+    if not args.profile:
+        step()
+    report = tracker.stop(memory.model_tensors(model, opt))
+    seconds = time.perf_counter() - t0
+    phase = ("forward" if report["peak_seq"] <= marks["forward"] else
+             "backward" if report["peak_seq"] <= marks["backward"] else "optimizer")
+    scratch = memory.compact_scratch_bytes(model)
+    row = {
+        "name": "full" if args.method == "full" else f"compact-r{round(1 / args.rank)}",
+        "method": args.method, "rank": args.rank if args.method == "compact" else "", "batch": args.batch,
+        "seq": args.seq, "attention": args.attention, "scores_saved": scores_saved(args.attention, args.seq),
+        "optimizer_impl": impl,
+        **{k: report[k] for k in ("weights", "gradients", "optimizer", "activations", "temporaries")},
+        "scratch": scratch, "total": report["total"] + scratch, "peak_phase": phase,
+        "profiler_peak_delta": "" if profiled is None else profiled, "tracker_peak_delta": report["peak"] - base,
+        "step_seconds": f"{seconds:.1f}", "torch": torch.__version__, "transformers": transformers.__version__,
+        "command": " ".join(shlex.quote(a) for a in [os.path.basename(sys.argv[0])] + sys.argv[1:]),
+    }
+    mib = lambda b: f"{b / 2**20:.1f}"  # noqa: E731
+    print(f"[{row['name']} b{args.batch} s{args.seq} {args.attention}] weights {mib(row['weights'])}, gradients "
+          f"{mib(row['gradients'])}, optimizer {mib(row['optimizer'])}, activations {mib(row['activations'])}, "
+          f"temporaries {mib(row['temporaries'])}, scratch {mib(scratch)}, total {mib(row['total'])} MiB; peak in "
+          f"the {phase}; {seconds:.0f} s" + (f"; profiler peak above start {profiled:,} B, tracker "
+                                               f"{row['tracker_peak_delta']:,} B" if profiled is not None else ""),
+          flush=True)
+    if report.get("missed_frees"):
+        print(f"  note: {report['missed_frees']} storages were released without the tracker's deleter", flush=True)
+    os.makedirs(args.out_dir, exist_ok=True)
+    path = os.path.join(args.out_dir, "results.csv")
+    new = not os.path.exists(path)
+    with open(path, "a", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=FIELDS)
+        if new:
+            w.writeheader()
+        w.writerow({k: row.get(k, "") for k in FIELDS})
+
+
+def finish(out_dir):
+    """Fills vs_full against the full-rank row of the same shape and prints the table."""
+    path = os.path.join(out_dir, "results.csv")
+    with open(path) as f:
+        rows = list(csv.DictReader(f))
+    full = {(r["batch"], r["seq"], r["attention"]): int(r["total"]) for r in rows if r["method"] == "full"
+            and r["optimizer_impl"] == "AdamW(foreach=default)"}
+    for r in rows:
+        base = full.get((r["batch"], r["seq"], r["attention"]))
+        r["vs_full"] = f"{int(r['total']) / base:.3f}" if base else ""
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=FIELDS)
+        w.writeheader()
+        w.writerows(rows)
+    mib = lambda r, k: f"{int(r[k]) / 2**20:8.1f}"  # noqa: E731
+    print(f"\n{'config':12s} {'attention':9s} {'batch':>5s} {'seq':>4s} {'weights':>8s} {'grads':>8s} {'optim':>8s} {'activ':>8s} "
+          f"{'temps':>8s} {'total':>8s} {'vs full':>7s} peak in")
+    for r in rows:
+        print(f"{r['name']:12s} {r['attention']:9s} {r['batch']:>5s} {r['seq']:>4s} {mib(r, 'weights')} {mib(r, 'gradients')} "
+              f"{mib(r, 'optimizer')} {mib(r, 'activations')} {mib(r, 'temporaries')} {mib(r, 'total')} "
+              f"{r['vs_full']:>7s} {r['peak_phase']}")
+
+
+def grid(args, argv):
+    """Every (seq, batch) of the grid, full rank and each rank, a process each; --grid-skip drops shapes (b x s)."""
+    keep = []
+    skip = {"--grid", "--grid-seqs", "--grid-batches", "--grid-ranks", "--grid-skip", "--method", "--rank", "--batch",
+            "--seq"}
+    it = iter(argv)
+    for a in it:
+        if a in skip:
+            if a != "--grid":
+                next(it, None)
+            continue
+        keep.append(a)
+    for seq in args.grid_seqs.split(","):
+        for b in args.grid_batches.split(","):
+            if f"{b}x{seq}" in args.grid_skip.split(","):
+                continue
+            configs = [["--method", "full"]] + [["--method", "compact", "--rank", r] for r in args.grid_ranks.split(",")]
+            for c in configs:
+                cmd = [sys.executable, os.path.abspath(__file__), "--batch", b, "--seq", seq] + c + keep
+                print("$ " + " ".join(shlex.quote(x) for x in cmd[1:]), flush=True)
+                rc = subprocess.run(cmd).returncode
+                if rc != 0:
+                    print(f"  FAILED with exit status {rc} (e.g. out of memory): no row", flush=True)
+    finish(args.out_dir)
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse(argv)
+    if args.grid:
+        return grid(args, argv)
+    run(args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
