@@ -124,7 +124,8 @@ def memtrack_extension():
     from torch.utils.cpp_extension import CppExtension
 
     return CppExtension("compact_torch._memtrack", ["csrc/memtrack.cpp"],
-                        extra_compile_args={"cxx": ["-O2", "-g0", "-std=" + cxx_standard(None)]})
+                        extra_compile_args={"cxx": ["-O2", "-g0", "-std=" + cxx_standard(None),
+                                                    "-Wno-deprecated-declarations"]})  # the last: torch 1.13's headers
 
 
 def main():

@@ -108,7 +108,7 @@ def fully_shard(module, **kwargs):
     optimizer recognises them."""
     try:
         from torch.distributed.fsdp import fully_shard as torch_fully_shard
-    except ImportError as e:
+    except Exception as e:  # ImportError; torch 1.13's FSDP module fails to import under Python 3.11 (ValueError)
         raise CompactError(f"compact: fully_shard needs torch >= 2.6 (torch.distributed.fsdp.fully_shard); this is "
                            f"torch {torch.__version__}") from e
     layers = compact_layers(module)
