@@ -13,9 +13,9 @@ temporaries = everything else the step allocated), after the optimizer state exi
 creates it, then gradients are set to None and the measured step (forward, backward, optimizer) runs at the
 configured shape. Each configuration runs in its own process (the tracker counts process-wide).
 
-    python examples/pytorch/finetune_memory.py --grid --out-dir docs/pytorch_data/finetune     # the table (a process each)
-    python examples/pytorch/finetune_memory.py --method compact --rank 0.125 --batch 16 --seq 128   # one configuration
-    python examples/pytorch/finetune_memory.py --method full --batch 16 --seq 128 --profile        # + torch.profiler's peak
+    python examples/pytorch/finetune_memory.py --grid --attention fused --out-dir out   # the table, a process each
+    python examples/pytorch/finetune_memory.py --method compact --rank 0.125 --batch 16 --seq 128   # one row
+    python examples/pytorch/finetune_memory.py --method full --batch 16 --seq 128 --profile  # + torch.profiler's peak
 """
 import argparse
 import csv
@@ -25,9 +25,9 @@ import subprocess
 import sys
 import time
 
-FIELDS = ["name", "method", "rank", "batch", "seq", "attention", "scores_saved", "optimizer_impl", "weights", "gradients", "optimizer",
-          "activations", "temporaries", "scratch", "total", "vs_full", "peak_phase", "profiler_peak_delta",
-          "tracker_peak_delta", "step_seconds", "torch", "transformers", "command"]
+FIELDS = ["name", "method", "rank", "batch", "seq", "attention", "scores_saved", "optimizer_impl", "weights",
+          "gradients", "optimizer", "activations", "temporaries", "scratch", "total", "vs_full", "peak_phase",
+          "profiler_peak_delta", "tracker_peak_delta", "step_seconds", "torch", "transformers", "command"]
 
 
 def parse(argv=None):
@@ -181,11 +181,12 @@ def finish(out_dir):
         w.writeheader()
         w.writerows(rows)
     mib = lambda r, k: f"{int(r[k]) / 2**20:8.1f}"  # noqa: E731
-    print(f"\n{'config':12s} {'attention':9s} {'batch':>5s} {'seq':>4s} {'weights':>8s} {'grads':>8s} {'optim':>8s} {'activ':>8s} "
-          f"{'temps':>8s} {'total':>8s} {'vs full':>7s} peak in")
+    print(f"\n{'config':12s} {'attention':9s} {'batch':>5s} {'seq':>4s} {'weights':>8s} {'grads':>8s} {'optim':>8s} "
+          f"{'activ':>8s} {'temps':>8s} {'total':>8s} {'vs full':>7s} peak in")
     for r in rows:
-        print(f"{r['name']:12s} {r['attention']:9s} {r['batch']:>5s} {r['seq']:>4s} {mib(r, 'weights')} {mib(r, 'gradients')} "
-              f"{mib(r, 'optimizer')} {mib(r, 'activations')} {mib(r, 'temporaries')} {mib(r, 'total')} "
+        print(f"{r['name']:12s} {r['attention']:9s} {r['batch']:>5s} {r['seq']:>4s} {mib(r, 'weights')} "
+              f"{mib(r, 'gradients')} {mib(r, 'optimizer')} {mib(r, 'activations')} {mib(r, 'temporaries')} "
+              f"{mib(r, 'total')} "
               f"{r['vs_full']:>7s} {r['peak_phase']}")
 
 
@@ -205,7 +206,8 @@ def grid(args, argv):
         for b in args.grid_batches.split(","):
             if f"{b}x{seq}" in args.grid_skip.split(","):
                 continue
-            configs = [["--method", "full"]] + [["--method", "compact", "--rank", r] for r in args.grid_ranks.split(",")]
+            ranks = args.grid_ranks.split(",")
+            configs = [["--method", "full"]] + [["--method", "compact", "--rank", r] for r in ranks]
             for c in configs:
                 cmd = [sys.executable, os.path.abspath(__file__), "--batch", b, "--seq", seq] + c + keep
                 print("$ " + " ".join(shlex.quote(x) for x in cmd[1:]), flush=True)

@@ -131,7 +131,8 @@ def memtrack_extension():
 def main():
     from torch.utils.cpp_extension import BuildExtension
 
-    setup(ext_modules=[extension(), memtrack_extension()], cmdclass={"build_ext": BuildExtension.with_options(use_ninja=bool(shutil.which("ninja")))})
+    setup(ext_modules=[extension(), memtrack_extension()],
+          cmdclass={"build_ext": BuildExtension.with_options(use_ninja=bool(shutil.which("ninja")))})
 
 
 if __name__ == "__main__":

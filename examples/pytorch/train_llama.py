@@ -33,8 +33,8 @@ from compact_torch.llama import PRESETS, LlamaConfig, LlamaForCausalLM
 RESULT_FIELDS = ["name", "opt", "rank", "sharing", "dist", "config", "d_model", "layers", "d_ff", "vocab", "params",
                  "batch", "context", "accum", "tokens_per_step", "steps", "device", "dtype", "weights", "gradients",
                  "optimizer", "activations", "temporaries", "scratch", "total", "vs_full", "final_val_loss",
-                 "loss_vs_full", "tokens_per_s", "seconds", "allreduce_bytes_per_step", "allreduce_compressed_bytes", "world",
-                 "command"]
+                 "loss_vs_full", "tokens_per_s", "seconds", "allreduce_bytes_per_step", "allreduce_compressed_bytes",
+                 "world", "command"]
 
 
 def parse(argv=None):

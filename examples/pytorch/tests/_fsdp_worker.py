@@ -8,7 +8,7 @@ import torch
 import torch.distributed as dist
 
 import compact_torch as ct
-from _ddp_worker import CONTEXT, GLOBAL_BATCH, STEPS, build, global_batch
+from _ddp_worker import GLOBAL_BATCH, STEPS, build, global_batch
 
 
 def main(rank, world, port, out_dir):

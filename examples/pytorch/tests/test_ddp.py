@@ -188,5 +188,5 @@ def test_ranks_that_disagree_on_a_sketch_state_raise_before_reducing(tmp_path):
     for rank in range(WORLD):
         message = open(os.path.join(tmp_path, f"mismatch{rank}.txt")).read()
         assert "ranks disagree on the sketch state of layer 'model.layers.1.mlp.down_proj'" in message, message
-        assert "rank 0: seed 5, stream 11, period 2, step 0, r = 88" in message and "rank 1: seed 5, stream 11, period 2, " \
-            "step 7, r = 88" in message, message
+        assert "rank 0: seed 5, stream 11, period 2, step 0, r = 88" in message, message
+        assert "rank 1: seed 5, stream 11, period 2, step 7, r = 88" in message, message
