@@ -42,7 +42,9 @@ def parse(argv=None):
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--seq", type=int, default=128)
     p.add_argument("--foreach", choices=["default", "on", "off"], default="default",
-                   help="torch.optim.AdamW's foreach for the full-rank baseline (default: torch's choice)")
+                   help="torch.optim.AdamW's foreach for the full-rank baseline (default: torch's choice, the "
+                        "per-parameter loop on the CPU; CUDA's default is foreach, whose temporaries are whole "
+                        "lists of parameter-sized tensors)")
     p.add_argument("--attention", choices=["math", "fused"], default="math",
                    help="math: stock RoBERTa (attention dropout 0.1), for which the CPU's scaled_dot_product_attention "
                         "runs its math path and autograd saves the B x H x S x S scores, probabilities and dropout "
@@ -137,7 +139,8 @@ def run(args):
              "backward" if report["peak_seq"] <= marks["backward"] else "optimizer")
     scratch = memory.compact_scratch_bytes(model)
     row = {
-        "name": "full" if args.method == "full" else f"compact-r{round(1 / args.rank)}",
+        "name": (f"compact-r{round(1 / args.rank)}" if args.method == "compact" else
+                 "full" if args.foreach == "default" else f"full-foreach-{args.foreach}"),
         "method": args.method, "rank": args.rank if args.method == "compact" else "", "batch": args.batch,
         "seq": args.seq, "attention": args.attention, "scores_saved": scores_saved(args.attention, args.seq),
         "optimizer_impl": impl,
@@ -194,7 +197,7 @@ def grid(args, argv):
     """Every (seq, batch) of the grid, full rank and each rank, a process each; --grid-skip drops shapes (b x s)."""
     keep = []
     skip = {"--grid", "--grid-seqs", "--grid-batches", "--grid-ranks", "--grid-skip", "--method", "--rank", "--batch",
-            "--seq"}
+            "--seq", "--foreach"}
     it = iter(argv)
     for a in it:
         if a in skip:
@@ -207,7 +210,8 @@ def grid(args, argv):
             if f"{b}x{seq}" in args.grid_skip.split(","):
                 continue
             ranks = args.grid_ranks.split(",")
-            configs = [["--method", "full"]] + [["--method", "compact", "--rank", r] for r in ranks]
+            configs = [["--method", "full"], ["--method", "full", "--foreach", "on"]]
+            configs += [["--method", "compact", "--rank", r] for r in ranks]
             for c in configs:
                 cmd = [sys.executable, os.path.abspath(__file__), "--batch", b, "--seq", seq] + c + keep
                 print("$ " + " ".join(shlex.quote(x) for x in cmd[1:]), flush=True)
