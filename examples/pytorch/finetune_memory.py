@@ -159,14 +159,9 @@ def run(args):
           flush=True)
     if report.get("missed_frees"):
         print(f"  note: {report['missed_frees']} storages were released without the tracker's deleter", flush=True)
-    os.makedirs(args.out_dir, exist_ok=True)
-    path = os.path.join(args.out_dir, "results.csv")
-    new = not os.path.exists(path)
-    with open(path, "a", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=FIELDS)
-        if new:
-            w.writeheader()
-        w.writerow({k: row.get(k, "") for k in FIELDS})
+    from train_llama import append_row  # the script next to this one
+
+    append_row(os.path.join(args.out_dir, "results.csv"), FIELDS, row)
 
 
 def finish(out_dir):

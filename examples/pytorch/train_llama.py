@@ -329,15 +329,19 @@ def evaluate(model, val, args, device):
 # ---------------------------------------------------------------------------------------------------------------
 # Output
 
-def write_results(out_dir, row, curve):
-    os.makedirs(out_dir, exist_ok=True)
-    path = os.path.join(out_dir, "results.csv")
+def append_row(path, fields, row):
+    """Appends ``row`` (missing fields empty) to the CSV at ``path``, writing the header first for a new file."""
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     new = not os.path.exists(path)
     with open(path, "a", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=RESULT_FIELDS)
+        w = csv.DictWriter(f, fieldnames=fields)
         if new:
             w.writeheader()
-        w.writerow({k: row.get(k, "") for k in RESULT_FIELDS})
+        w.writerow({k: row.get(k, "") for k in fields})
+
+
+def write_results(out_dir, row, curve):
+    append_row(os.path.join(out_dir, "results.csv"), RESULT_FIELDS, row)
     path = os.path.join(out_dir, "curves.csv")
     new = not os.path.exists(path)
     with open(path, "a", newline="") as f:

@@ -421,6 +421,15 @@ bool has_cuda() {
 #endif
 }
 
+/// The kernels of the operators; one function per op serves CPU and (in a CUDA build) CUDA tensors.
+void impl_kernels(torch::Library& m) {
+  m.impl("sketch", &sketch);
+  m.impl("unsketch_grad_", &unsketch_grad_);
+  m.impl("materialize", &materialize);
+  m.impl("compressed_grad", &compressed_grad);
+  m.impl("compressed_grad_", &compressed_grad_);
+}
+
 }  // namespace
 }  // namespace compact_torch
 
@@ -434,22 +443,10 @@ TORCH_LIBRARY(compact, m) {
   m.def("compressed_grad_(Tensor(a!) g, Tensor dy, Tensor z, float beta) -> ()");
 }
 
-TORCH_LIBRARY_IMPL(compact, CPU, m) {
-  m.impl("sketch", &compact_torch::sketch);
-  m.impl("unsketch_grad_", &compact_torch::unsketch_grad_);
-  m.impl("materialize", &compact_torch::materialize);
-  m.impl("compressed_grad", &compact_torch::compressed_grad);
-  m.impl("compressed_grad_", &compact_torch::compressed_grad_);
-}
+TORCH_LIBRARY_IMPL(compact, CPU, m) { compact_torch::impl_kernels(m); }
 
 #if defined(COMPACT_TORCH_WITH_CUDA)
-TORCH_LIBRARY_IMPL(compact, CUDA, m) {
-  m.impl("sketch", &compact_torch::sketch);
-  m.impl("unsketch_grad_", &compact_torch::unsketch_grad_);
-  m.impl("materialize", &compact_torch::materialize);
-  m.impl("compressed_grad", &compact_torch::compressed_grad);
-  m.impl("compressed_grad_", &compact_torch::compressed_grad_);
-}
+TORCH_LIBRARY_IMPL(compact, CUDA, m) { compact_torch::impl_kernels(m); }
 #endif
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
