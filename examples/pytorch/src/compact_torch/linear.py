@@ -392,17 +392,18 @@ class CompactLinear(nn.Module):
     def _sketch(self, x, x2):
         """z = x2 P, shared with a sibling that already sketched the same input tensor x with the same P."""
         entry = _cache.entry(x)
-        seed, stream, period, step = self._state.tolist()
-        if self._pool is not None:
+        if self._pool is not None and not self._sharing_decided:
+            seed, _, period, step = self._state.tolist()
             compat = (seed, period, step, self.rank, self.dist)
-            if not self._sharing_decided:
-                for pool, member_compat, state in entry.members:
-                    if pool is self._pool and member_compat == compat:
-                        self._share_state_with(state)
-                        break
-                self._sharing_decided = True
-                self._sync_record()
-            entry.members.append((self._pool, compat, self._state))
+            for pool, member_compat, state in entry.members:
+                if pool is self._pool and member_compat == compat:
+                    self._share_state_with(state)
+                    break
+            self._sharing_decided = True
+            self._sync_record()
+        seed, stream, period, step = self._state.tolist()  # after adopting a sibling's state: its stream
+        if self._pool is not None:
+            entry.members.append((self._pool, (seed, period, step, self.rank, self.dist), self._state))
         window = step // period if period else 0
         key = (seed, stream, window, self.rank, self.dist, x2.dtype)
         z = entry.sketches.get(key)
