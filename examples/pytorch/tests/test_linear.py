@@ -145,3 +145,17 @@ def test_window_follows_step_and_period():
                                          (64, 64, 64), (1, 5, 1), (3.0, 8, 3)])
 def test_rank_fraction_or_absolute(rank, n, want):
     assert ct.resolve_rank(rank, n) == want
+
+
+def test_an_input_reused_over_many_steps_is_sketched_with_each_steps_p_and_kept_once():
+    from compact_torch import linear
+
+    layer = ct.CompactLinear(16, 4, rank=4, period=1, dtype=torch.float64)
+    x = torch.randn(3, 16, dtype=torch.float64)
+    for step in range(4):  # period 1: a new P every step
+        layer.step = step
+        layer.weight_ghat.grad = None
+        layer(x).backward(torch.ones(3, 4, dtype=torch.float64))
+        z = ct.sketch(x, 4, layer.seed, layer.stream, step)
+        assert torch.equal(layer.weight_ghat.grad, ct.compressed_grad(torch.ones(3, 4, dtype=torch.float64), z))
+    assert len(linear._cache.entry(x).sketches) == 1  # the latest window's z only

@@ -131,7 +131,8 @@ class _InputEntry:
 
 
 class _SketchCache:
-    """Per live input tensor: the sketches computed from it (key -> z) and the share-pool members that read it.
+    """Per live input tensor: the sketches computed from it ((seed, stream, rank, dist, dtype) -> (window, z)) and
+    the sketch states of the share-pool members that read it ((pool, compatibility) -> state tensor).
 
     An entry lives exactly as long as its input tensor (a weak reference whose callback drops it) and holds its
     sketches strongly. Sibling layers therefore find each other's z whether or not autograd keeps it: under
@@ -147,7 +148,7 @@ class _SketchCache:
         if e is not None and e.ref() is x:
             version = _version_of(x)
             if e.version != version:  # x was modified in place: what was computed from it is stale
-                e.version, e.sketches, e.members = version, {}, []
+                e.version, e.sketches, e.members = version, {}, {}
             return e
         e = _InputEntry()
         entries = self._entries
@@ -158,7 +159,7 @@ class _SketchCache:
                 del entries[key]
 
         e.ref = weakref.ref(x, drop)
-        e.version, e.sketches, e.members = _version_of(x), {}, []
+        e.version, e.sketches, e.members = _version_of(x), {}, {}
         entries[key] = e
         return e
 
@@ -394,22 +395,21 @@ class CompactLinear(nn.Module):
         entry = _cache.entry(x)
         if self._pool is not None and not self._sharing_decided:
             seed, _, period, step = self._state.tolist()
-            compat = (seed, period, step, self.rank, self.dist)
-            for pool, member_compat, state in entry.members:
-                if pool is self._pool and member_compat == compat:
-                    self._share_state_with(state)
-                    break
+            state = entry.members.get((id(self._pool), (seed, period, step, self.rank, self.dist)))
+            if state is not None:
+                self._share_state_with(state)
             self._sharing_decided = True
             self._sync_record()
         seed, stream, period, step = self._state.tolist()  # after adopting a sibling's state: its stream
         if self._pool is not None:
-            entry.members.append((self._pool, (seed, period, step, self.rank, self.dist), self._state))
+            entry.members.setdefault((id(self._pool), (seed, period, step, self.rank, self.dist)), self._state)
         window = step // period if period else 0
-        key = (seed, stream, window, self.rank, self.dist, x2.dtype)
-        z = entry.sketches.get(key)
-        if z is None:
-            z = _ext.ops.sketch(x2, self.rank, self._state, self.dist)
-            entry.sketches[key] = z
+        key = (seed, stream, self.rank, self.dist, x2.dtype)
+        cached = entry.sketches.get(key)
+        if cached is not None and cached[0] == window:
+            return cached[1]
+        z = _ext.ops.sketch(x2, self.rank, self._state, self.dist)
+        entry.sketches[key] = (window, z)  # one z per sketch: an input reused across windows keeps only the latest
         return z
 
     def _plain_forward(self, x):
