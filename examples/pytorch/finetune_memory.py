@@ -11,11 +11,14 @@ One optimizer step is measured, on the CPU, with compact_torch.memory.CpuMemoryT
 tensor, classified as weights, gradients, optimizer state, activations = tensors autograd saved for backward, and
 temporaries = everything else the step allocated), after the optimizer state exists: a first step at batch 1
 creates it, then gradients are set to None and the measured step (forward, backward, optimizer) runs at the
-configured shape. Each configuration runs in its own process (the tracker counts process-wide).
+configured shape. Each configuration runs in its own process (the tracker counts process-wide). With --device cuda
+the peak is torch.cuda.max_memory_allocated (the paper's counter), which does not split activations from
+temporaries.
 
     python examples/pytorch/finetune_memory.py --grid --attention fused --out-dir out   # the table, a process each
     python examples/pytorch/finetune_memory.py --method compact --rank 0.125 --batch 16 --seq 128   # one row
     python examples/pytorch/finetune_memory.py --method full --batch 16 --seq 128 --profile  # + torch.profiler's peak
+    python examples/pytorch/finetune_memory.py --grid --device cuda --out-dir gpu_finetune      # on a GPU
 """
 import argparse
 import csv
@@ -25,7 +28,8 @@ import subprocess
 import sys
 import time
 
-FIELDS = ["name", "method", "rank", "batch", "seq", "attention", "scores_saved", "optimizer_impl", "weights",
+FIELDS = ["name", "method", "rank", "batch", "seq", "device", "amp", "attention", "scores_saved", "optimizer_impl",
+          "weights",
           "gradients", "optimizer", "activations", "temporaries", "scratch", "total", "vs_full", "peak_phase",
           "profiler_peak_delta", "tracker_peak_delta", "step_seconds", "torch", "transformers", "command"]
 
@@ -52,6 +56,9 @@ def parse(argv=None):
                         "what CUDA's fused kernels save with dropout (q, k, v, output, log-sum-exp; no S x S tensor)")
     p.add_argument("--profile", action="store_true", help="also measure the step's peak with torch.profiler")
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--device", default="cpu", help="cpu (the tracker) or cuda (torch.cuda.max_memory_allocated: "
+                                                   "activations and temporaries together)")
+    p.add_argument("--amp", choices=["off", "bf16"], default="off", help="bf16 autocast")
     p.add_argument("--out-dir", default="finetune_memory_out")
     return p.parse_args(argv)
 
@@ -84,13 +91,14 @@ def scores_saved(attention, seq):
     return any(found)
 
 
-def batch_of(b, s, seed):
+def batch_of(b, s, seed, device="cpu"):
     import torch
 
     g = torch.Generator().manual_seed(seed)
     ids = torch.randint(3, 50265, (b, s), generator=g)
-    return {"input_ids": ids, "attention_mask": torch.ones(b, s, dtype=torch.int64),
-            "labels": torch.randint(0, 2, (b,), generator=g)}
+    batch = {"input_ids": ids, "attention_mask": torch.ones(b, s, dtype=torch.int64),
+             "labels": torch.randint(0, 2, (b,), generator=g)}
+    return {k: v.to(device) for k, v in batch.items()}
 
 
 def run(args):
@@ -100,10 +108,14 @@ def run(args):
     import compact_torch as ct
     from compact_torch import memory
 
+    import contextlib
+
     torch.set_num_threads(args.threads)
-    tracker = memory.CpuMemoryTracker()  # before the model: every tensor of the run is seen
+    device = torch.device(args.device)
+    cuda = device.type == "cuda"
+    tracker = None if cuda else memory.CpuMemoryTracker()  # before the model: every tensor of the run is seen
     torch.manual_seed(0)
-    model = roberta_base(args.attention).train()  # dropout on, as in fine-tuning
+    model = roberta_base(args.attention).train().to(device)  # dropout on, as in fine-tuning
     if args.method == "compact":
         ct.compress(model, rank=args.rank, dist="gaussian", period=500)
         opt = ct.CompressedAdamW(model.parameters(), lr=2e-5, weight_decay=0.01)
@@ -112,51 +124,71 @@ def run(args):
         foreach = {"default": None, "on": True, "off": False}[args.foreach]
         opt = torch.optim.AdamW(model.parameters(), lr=2e-5, weight_decay=0.01, foreach=foreach)
         impl = f"AdamW(foreach={args.foreach})"
+
+    def autocast():
+        return torch.autocast(device.type, dtype=torch.bfloat16) if args.amp == "bf16" else contextlib.nullcontext()
+
     # The optimizer state exists from the first step on; create it with a batch of one.
-    model(**batch_of(1, args.seq, 1)).loss.backward()
+    with autocast():
+        loss = model(**batch_of(1, args.seq, 1, device)).loss
+    loss.backward()
     opt.step()
     opt.zero_grad(set_to_none=True)
 
-    base = tracker.live_bytes()
     marks = {}
-    t0 = time.perf_counter()
 
     def step():
-        batch = batch_of(args.batch, args.seq, 2)
-        loss = model(**batch).loss
-        marks["forward"] = tracker.seq()
+        batch = batch_of(args.batch, args.seq, 2, device)
+        with autocast():
+            loss = model(**batch).loss
+        marks["forward"] = tracker.seq() if tracker else 0
         loss.backward()
-        marks["backward"] = tracker.seq()
+        marks["backward"] = tracker.seq() if tracker else 0
         opt.step()
 
-    tracker.start()
-    profiled = memory.profiler_peak(step) if args.profile else None
-    if not args.profile:
+    t0 = time.perf_counter()
+    profiled = None
+    if cuda:
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
         step()
-    report = tracker.stop(memory.model_tensors(model, opt))
+        torch.cuda.synchronize(device)
+        report = memory.cuda_peak_report(model, opt, device)
+        report["activations"], report["temporaries"] = report["activations+temporaries"], ""
+        phase, base, scratch, saved = "", None, 0, ""
+    else:
+        base = tracker.live_bytes()
+        tracker.start()
+        if args.profile:
+            profiled = memory.profiler_peak(step)
+        else:
+            step()
+        report = tracker.stop(memory.model_tensors(model, opt))
+        phase = ("forward" if report["peak_seq"] <= marks["forward"] else
+                 "backward" if report["peak_seq"] <= marks["backward"] else "optimizer")
+        scratch = memory.compact_scratch_bytes(model)
+        saved = scores_saved(args.attention, args.seq)
     seconds = time.perf_counter() - t0
-    phase = ("forward" if report["peak_seq"] <= marks["forward"] else
-             "backward" if report["peak_seq"] <= marks["backward"] else "optimizer")
-    scratch = memory.compact_scratch_bytes(model)
     row = {
         "name": (f"compact-r{round(1 / args.rank)}" if args.method == "compact" else
                  "full" if args.foreach == "default" else f"full-foreach-{args.foreach}"),
         "method": args.method, "rank": args.rank if args.method == "compact" else "", "batch": args.batch,
-        "seq": args.seq, "attention": args.attention, "scores_saved": scores_saved(args.attention, args.seq),
+        "seq": args.seq, "device": device.type, "amp": args.amp, "attention": args.attention, "scores_saved": saved,
         "optimizer_impl": impl,
         **{k: report[k] for k in ("weights", "gradients", "optimizer", "activations", "temporaries")},
         "scratch": scratch, "total": report["total"] + scratch, "peak_phase": phase,
-        "profiler_peak_delta": "" if profiled is None else profiled, "tracker_peak_delta": report["peak"] - base,
+        "profiler_peak_delta": "" if profiled is None else profiled,
+        "tracker_peak_delta": "" if base is None else report["peak"] - base,
         "step_seconds": f"{seconds:.1f}", "torch": torch.__version__, "transformers": transformers.__version__,
         "command": " ".join(shlex.quote(a) for a in [os.path.basename(sys.argv[0])] + sys.argv[1:]),
     }
-    mib = lambda b: f"{b / 2**20:.1f}"  # noqa: E731
-    print(f"[{row['name']} b{args.batch} s{args.seq} {args.attention}] weights {mib(row['weights'])}, gradients "
-          f"{mib(row['gradients'])}, optimizer {mib(row['optimizer'])}, activations {mib(row['activations'])}, "
-          f"temporaries {mib(row['temporaries'])}, scratch {mib(scratch)}, total {mib(row['total'])} MiB; peak in "
-          f"the {phase}; {seconds:.0f} s" + (f"; profiler peak above start {profiled:,} B, tracker "
-                                               f"{row['tracker_peak_delta']:,} B" if profiled is not None else ""),
-          flush=True)
+    mib = lambda b: f"{b / 2**20:.1f}" if b != "" else "-"  # noqa: E731
+    print(f"[{row['name']} b{args.batch} s{args.seq} {args.attention} {device.type}] weights {mib(row['weights'])}, "
+          f"gradients {mib(row['gradients'])}, optimizer {mib(row['optimizer'])}, activations "
+          f"{mib(row['activations'])}{' (with temporaries)' if cuda else ''}, temporaries {mib(row['temporaries'])}, "
+          f"scratch {mib(scratch)}, total {mib(row['total'])} MiB; peak in the {phase or '?'}; {seconds:.0f} s"
+          + (f"; profiler peak above start {profiled:,} B, tracker {row['tracker_peak_delta']:,} B"
+             if profiled is not None else ""), flush=True)
     if report.get("missed_frees"):
         print(f"  note: {report['missed_frees']} storages were released without the tracker's deleter", flush=True)
     from train_llama import append_row  # the script next to this one
@@ -169,16 +201,17 @@ def finish(out_dir):
     path = os.path.join(out_dir, "results.csv")
     with open(path) as f:
         rows = list(csv.DictReader(f))
-    full = {(r["batch"], r["seq"], r["attention"]): int(r["total"]) for r in rows if r["method"] == "full"
+    key = lambda r: (r["batch"], r["seq"], r["attention"], r.get("device", "cpu"), r.get("amp", "off"))  # noqa: E731
+    full = {key(r): int(r["total"]) for r in rows if r["method"] == "full"
             and r["optimizer_impl"] == "AdamW(foreach=default)"}
     for r in rows:
-        base = full.get((r["batch"], r["seq"], r["attention"]))
+        base = full.get(key(r))
         r["vs_full"] = f"{int(r['total']) / base:.3f}" if base else ""
     with open(path, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=FIELDS)
         w.writeheader()
         w.writerows(rows)
-    mib = lambda r, k: f"{int(r[k]) / 2**20:8.1f}"  # noqa: E731
+    mib = lambda r, k: f"{int(r[k]) / 2**20:8.1f}" if r[k] else f"{'-':>8s}"  # noqa: E731
     print(f"\n{'config':12s} {'attention':9s} {'batch':>5s} {'seq':>4s} {'weights':>8s} {'grads':>8s} {'optim':>8s} "
           f"{'activ':>8s} {'temps':>8s} {'total':>8s} {'vs full':>7s} peak in")
     for r in rows:
