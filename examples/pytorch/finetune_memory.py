@@ -15,7 +15,7 @@ configured shape. Each configuration runs in its own process (the tracker counts
 the peak is torch.cuda.max_memory_allocated (the paper's counter), which does not split activations from
 temporaries.
 
-    python examples/pytorch/finetune_memory.py --grid --attention fused --out-dir out   # the table, a process each
+    python examples/pytorch/finetune_memory.py --grid --attention no-dropout --out-dir out   # a table, a process each
     python examples/pytorch/finetune_memory.py --method compact --rank 0.125 --batch 16 --seq 128   # one row
     python examples/pytorch/finetune_memory.py --method full --batch 16 --seq 128 --profile  # + torch.profiler's peak
     python examples/pytorch/finetune_memory.py --grid --device cuda --out-dir gpu_finetune      # on a GPU
@@ -49,11 +49,12 @@ def parse(argv=None):
                    help="torch.optim.AdamW's foreach for the full-rank baseline (default: torch's choice, the "
                         "per-parameter loop on the CPU; CUDA's default is foreach, whose temporaries are whole "
                         "lists of parameter-sized tensors)")
-    p.add_argument("--attention", choices=["math", "fused"], default="math",
-                   help="math: stock RoBERTa (attention dropout 0.1), for which the CPU's scaled_dot_product_attention "
-                        "runs its math path and autograd saves the B x H x S x S scores, probabilities and dropout "
-                        "mask; fused: attention dropout 0, which lets the CPU run its fused (flash) kernel, saving "
-                        "what CUDA's fused kernels save with dropout (q, k, v, output, log-sum-exp; no S x S tensor)")
+    p.add_argument("--attention", choices=["stock", "no-dropout"], default="stock",
+                   help="stock: RoBERTa's attention dropout 0.1, for which the CPU's scaled_dot_product_attention runs "
+                        "its math path and autograd saves the B x H x S x S scores, probabilities and dropout mask "
+                        "(CUDA runs a fused kernel with dropout); no-dropout: attention dropout 0, which lets the CPU "
+                        "run its fused (flash) kernel, saving what CUDA's fused kernels save with dropout (q, k, v, "
+                        "output, log-sum-exp; no S x S tensor)")
     p.add_argument("--profile", action="store_true", help="also measure the step's peak with torch.profiler")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--device", default="cpu", help="cpu (the tracker) or cuda (torch.cuda.max_memory_allocated: "
@@ -70,7 +71,7 @@ def roberta_base(attention, layers=12):
                                         num_attention_heads=12, intermediate_size=3072, max_position_embeddings=514,
                                         type_vocab_size=1, layer_norm_eps=1e-5, pad_token_id=1, bos_token_id=0,
                                         eos_token_id=2, num_labels=2, hidden_dropout_prob=0.1,
-                                        attention_probs_dropout_prob=0.1 if attention == "math" else 0.0)
+                                        attention_probs_dropout_prob=0.1 if attention == "stock" else 0.0)
     config._attn_implementation = "sdpa"
     return transformers.RobertaForSequenceClassification(config)
 
@@ -212,10 +213,10 @@ def finish(out_dir):
         w.writeheader()
         w.writerows(rows)
     mib = lambda r, k: f"{int(r[k]) / 2**20:8.1f}" if r[k] else f"{'-':>8s}"  # noqa: E731
-    print(f"\n{'config':12s} {'attention':9s} {'batch':>5s} {'seq':>4s} {'weights':>8s} {'grads':>8s} {'optim':>8s} "
+    print(f"\n{'config':16s} {'attention':10s} {'batch':>5s} {'seq':>4s} {'weights':>8s} {'grads':>8s} {'optim':>8s} "
           f"{'activ':>8s} {'temps':>8s} {'total':>8s} {'vs full':>7s} peak in")
     for r in rows:
-        print(f"{r['name']:12s} {r['attention']:9s} {r['batch']:>5s} {r['seq']:>4s} {mib(r, 'weights')} "
+        print(f"{r['name']:16s} {r['attention']:10s} {r['batch']:>5s} {r['seq']:>4s} {mib(r, 'weights')} "
               f"{mib(r, 'gradients')} {mib(r, 'optimizer')} {mib(r, 'activations')} {mib(r, 'temporaries')} "
               f"{mib(r, 'total')} "
               f"{r['vs_full']:>7s} {r['peak_phase']}")
