@@ -70,6 +70,9 @@ class DistributedDataParallel(torch.nn.parallel.DistributedDataParallel):
     the placeholders real zeros for the duration of the constructor and takes them back afterwards; the reducer
     only ever touches their gradients. Plain DDP on such a model fails in that broadcast with "unsupported
     operation: more than one element of the written-to tensor refers to a single memory location".
+
+    With ``check_states=True`` (the default) the wrapper checks at construction and before every forward with autograd
+    that all ranks agree on every layer's sketch state (``check_sketch_states``): one small all-reduce per forward.
     """
 
     def __init__(self, module, *args, check_states=True, **kwargs):
