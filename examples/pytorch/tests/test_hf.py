@@ -234,3 +234,30 @@ def test_hf_gradient_checkpointing_keeps_siblings_shared():
         rec = model.config.compact_torch["layers"]
         assert rec[f"model.layers.{i}.self_attn.k_proj"]["stream"] == a.q_proj.stream
         assert rec[f"model.layers.{i}.self_attn.k_proj"]["sharing_decided"]
+
+
+def test_gpt2_conv1d_update_matches_the_exact_adamw_step(monkeypatch):
+    # The transposed weight is updated through blocks of rows of W^T (here 50 of c_attn's 192 output rows per block,
+    # to cross block boundaries): W^T <- beta W^T + alpha N P^T, each block widened, updated by unsketch_grad and
+    # copied back. Against the exact step from the same fp32 Ghat, in float64: N carries about 8 fp32 roundings
+    # (moments, bias corrections, sqrt, eps, division), the update gamma_{r+2} of |alpha N P^T| + |beta W|.
+    from compact_torch import linear
+
+    monkeypatch.setattr(linear, "UPDATE_BLOCK_ELEMENTS", 64 * 50)
+    model = ct.compress(make("gpt2"), rank=0.25)
+    layer = model.transformer.h[0].attn.c_attn
+    lr, wd = 0.01, 0.1
+    opt = ct.CompressedAdamW(model.parameters(), lr=lr, weight_decay=wd)
+    w0 = layer.weight.detach().double().clone()  # n x m
+    p = layer.projection(dtype=torch.float64)
+    model(**inputs("gpt2")).loss.backward()
+    g = layer.weight_ghat.grad.double()
+    opt.step()
+    upd = (0.1 * g / 0.1) / ((0.001 * g * g / 0.001).sqrt() + 1e-8)
+    exact = (1 - lr * wd) * w0 - lr * (upd @ p.T).T
+    u32 = 2.0**-24
+    bound = (gamma(16 + 2, torch.float32) * (lr * upd.abs() @ p.abs().T + (1 - lr * wd) * w0.abs().T)
+             + lr * (8 * u32 * upd.abs()) @ p.abs().T).T
+    err = (layer.weight.double() - exact).abs()
+    assert (err <= bound).all(), float((err - bound).max())
+    assert not torch.equal(layer.weight.double(), w0)
