@@ -118,10 +118,21 @@ def extension():
                         libraries=libraries, extra_compile_args={"cxx": cxx}, extra_link_args=link)
 
 
+def memtrack_extension():
+    """compact_torch._memtrack, the CPU allocation tracker of the memory measurements: a module of its own (c10 and
+    pybind11 only), loaded by compact_torch.memory when a measuring script asks for it, never by the package."""
+    from torch.utils.cpp_extension import CppExtension
+
+    return CppExtension("compact_torch._memtrack", ["csrc/memtrack.cpp"],
+                        extra_compile_args={"cxx": ["-O2", "-g0", "-std=" + cxx_standard(None),
+                                                    "-Wno-deprecated-declarations"]})  # the last: torch 1.13's headers
+
+
 def main():
     from torch.utils.cpp_extension import BuildExtension
 
-    setup(ext_modules=[extension()], cmdclass={"build_ext": BuildExtension.with_options(use_ninja=bool(shutil.which("ninja")))})
+    setup(ext_modules=[extension(), memtrack_extension()],
+          cmdclass={"build_ext": BuildExtension.with_options(use_ninja=bool(shutil.which("ninja")))})
 
 
 if __name__ == "__main__":
