@@ -18,9 +18,12 @@
 
 #include <compact/compact.hpp>
 
+#include <cctype>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "cuda_ops.h"
 
@@ -38,14 +41,31 @@ namespace py = pybind11;
 // ---------------------------------------------------------------------------------------------------------------
 // Arguments
 
-enum class DistId { kGaussian, kRademacher, kSrht };
+/// A distribution: its position in compact::Distributions, the library's list, which every dispatch below (and the
+/// CUDA side's, cuda_ops.h) walks, so a distribution added to the library needs no edit here.
+using DistId = std::size_t;
 
+/// The names Python's `dist=` takes: compact::Distributions' names in lower case, in list order (position = DistId).
+std::vector<std::string> dist_names() {
+  std::vector<std::string> names;
+  compact::detail::for_each_type(compact::Distributions{}, [&](auto dist) {
+    std::string lower = compact::DistributionTraits<decltype(dist)>::kName;
+    for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    names.push_back(lower);
+  });
+  return names;
+}
+
+/// The distribution named `s` (one of dist_names(): "gaussian", "rademacher", "srht").
 DistId parse_dist(const std::string& s) {
-  if (s == "gaussian") return DistId::kGaussian;
-  if (s == "rademacher") return DistId::kRademacher;
-  if (s == "srht") return DistId::kSrht;
-  COMPACT_REQUIRE(false, "argument dist = '" << s << "' is not one of 'gaussian', 'rademacher', 'srht'");
-  return DistId::kGaussian;
+  const std::vector<std::string> names = dist_names();
+  std::string choices;
+  for (DistId i = 0; i < names.size(); ++i) {
+    if (names[i] == s) return i;
+    choices += (i == 0 ? "'" : ", '") + names[i] + "'";
+  }
+  COMPACT_REQUIRE(false, "argument dist = '" << s << "' is not one of " << choices);
+  return names.size();
 }
 
 compact::SketchState make_state(std::uint64_t seed, std::uint64_t stream, std::uint64_t window) {
@@ -117,14 +137,9 @@ compact::MatrixView<T> view_of(const torch::Tensor& t) {
 template <class F>
 void dispatch_cpu(DistId dist, torch::ScalarType st, F&& f) {
   const auto with_dist = [&](auto scalar_tag) {
-    switch (dist) {
-      case DistId::kGaussian:
-        return f(compact::Gaussian{}, scalar_tag);
-      case DistId::kRademacher:
-        return f(compact::Rademacher{}, scalar_tag);
-      case DistId::kSrht:
-        return f(compact::Srht{}, scalar_tag);
-    }
+    const bool known =
+        compact::detail::visit_type_at(compact::Distributions{}, dist, [&](auto dist_tag) { f(dist_tag, scalar_tag); });
+    COMPACT_REQUIRE(known, "compact_torch: unknown distribution id " << dist);
   };
   if (st == torch::kDouble) {
     with_dist(double{});
@@ -143,12 +158,6 @@ cuda::Dtype cuda_dtype(torch::ScalarType st) {
   return cuda::Dtype::kFloat;
 }
 
-cuda::DistId cuda_dist(DistId d) {
-  return d == DistId::kGaussian     ? cuda::DistId::kGaussian
-         : d == DistId::kRademacher ? cuda::DistId::kRademacher
-                                    : cuda::DistId::kSrht;
-}
-
 cuda::Context cuda_context() {
   return cuda::Context{static_cast<void*>(at::cuda::getCurrentCUDAStream().stream()),
                        static_cast<void*>(at::cuda::getCurrentCUDABlasHandle())};
@@ -157,7 +166,7 @@ cuda::Context cuda_context() {
 /// The projector workspace, from torch's caching allocator (released to the cache when the call's work is queued;
 /// the allocator's stream semantics keep it reserved for the work already enqueued on the current stream).
 torch::Tensor cuda_workspace(DistId dist, torch::ScalarType st, index_t n, index_t r, const torch::Device& device) {
-  const std::size_t bytes = cuda::workspace_bytes(cuda_dist(dist), cuda_dtype(st), n, r);
+  const std::size_t bytes = cuda::workspace_bytes(dist, cuda_dtype(st), n, r);
   return torch::empty({static_cast<std::int64_t>(bytes)}, torch::TensorOptions().dtype(torch::kUInt8).device(device));
 }
 #endif
@@ -169,12 +178,12 @@ torch::Tensor cuda_workspace(DistId dist, torch::ScalarType st, index_t n, index
 /// runs, so that a compiled graph takes it as an input instead of baking the step in (no recompilation per step).
 /// seed and stream are compact's uint64 values stored bit for bit; window = step / period (0 when period is 0).
 compact::SketchState read_state(const char* fn, const torch::Tensor& s) {
-  COMPACT_REQUIRE(s.defined() && s.device().is_cpu() && s.scalar_type() == torch::kLong && s.dim() == 1 &&
-                      s.numel() == 4,
-                  fn << ": argument state must be a CPU int64 tensor of 4 entries (seed, stream, period, step), got "
-                     << (s.defined() ? std::string(c10::toString(s.scalar_type())) + " of shape " +
-                                           c10::str(s.sizes()) + " on " + c10::str(s.device())
-                                     : std::string("an undefined tensor")));
+  COMPACT_REQUIRE(
+      s.defined() && s.device().is_cpu() && s.scalar_type() == torch::kLong && s.dim() == 1 && s.numel() == 4,
+      fn << ": argument state must be a CPU int64 tensor of 4 entries (seed, stream, period, step), got "
+         << (s.defined() ? std::string(c10::toString(s.scalar_type())) + " of shape " + c10::str(s.sizes()) + " on " +
+                               c10::str(s.device())
+                         : std::string("an undefined tensor")));
   const torch::Tensor c = s.contiguous();
   const std::int64_t* v = c.data_ptr<std::int64_t>();
   COMPACT_REQUIRE(v[2] >= 0 && v[3] >= 0,
@@ -234,8 +243,8 @@ torch::Tensor sketch_impl(const torch::Tensor& x_in, index_t r, const compact::S
     const c10::cuda::CUDAGuard guard(x.device());
     torch::Tensor ws = cuda_workspace(dist, x.scalar_type(), n, r, x.device());
     torch::Tensor z = torch::empty({x.size(0), r}, x.options());
-    cuda::sketch(cuda_dist(dist), cuda_dtype(x.scalar_type()), state, n, r, x.data_ptr(), x.size(0), row_stride(x),
-                 z.data_ptr(), r, ws.data_ptr(), static_cast<std::size_t>(ws.numel()), cuda_context());
+    cuda::sketch(dist, cuda_dtype(x.scalar_type()), state, n, r, x.data_ptr(), x.size(0), row_stride(x), z.data_ptr(),
+                 r, ws.data_ptr(), static_cast<std::size_t>(ws.numel()), cuda_context());
     return z;
 #endif
   }
@@ -251,9 +260,8 @@ torch::Tensor sketch_impl(const torch::Tensor& x_in, index_t r, const compact::S
 }
 
 torch::Tensor sketch(const torch::Tensor& x, std::int64_t r, const torch::Tensor& state, c10::string_view dist) {
-  return translate_errors([&] {
-    return sketch_impl(x, r, read_state("sketch", state), parse_dist(std::string(dist)));
-  });
+  return translate_errors(
+      [&] { return sketch_impl(x, r, read_state("sketch", state), parse_dist(std::string(dist))); });
 }
 
 /// out = alpha g P^T + beta out, in place (g: m x r, out: m x n, one dtype). Bumps out's version counter, so that
@@ -276,8 +284,8 @@ void unsketch_grad_(const torch::Tensor& out, const torch::Tensor& g_in, double 
 #if defined(COMPACT_TORCH_WITH_CUDA)
       const c10::cuda::CUDAGuard guard(out.device());
       torch::Tensor ws = cuda_workspace(dist, out.scalar_type(), n, r, out.device());
-      cuda::unsketch_grad(cuda_dist(dist), cuda_dtype(out.scalar_type()), state, n, r, g.data_ptr(), g.size(0),
-                          row_stride(g), out.data_ptr(), row_stride(out), alpha, beta, ws.data_ptr(),
+      cuda::unsketch_grad(dist, cuda_dtype(out.scalar_type()), state, n, r, g.data_ptr(), g.size(0), row_stride(g),
+                          out.data_ptr(), row_stride(out), alpha, beta, ws.data_ptr(),
                           static_cast<std::size_t>(ws.numel()), cuda_context());
 #endif
     } else {
@@ -312,7 +320,7 @@ torch::Tensor materialize(std::int64_t n, std::int64_t r, const torch::Tensor& s
       const c10::cuda::CUDAGuard guard(like.device());
       torch::Tensor ws = cuda_workspace(dist, like.scalar_type(), n, r, like.device());
       p = torch::empty({n, r}, like.options());
-      cuda::materialize(cuda_dist(dist), cuda_dtype(like.scalar_type()), state, n, r, p.data_ptr(), r, ws.data_ptr(),
+      cuda::materialize(dist, cuda_dtype(like.scalar_type()), state, n, r, p.data_ptr(), r, ws.data_ptr(),
                         static_cast<std::size_t>(ws.numel()), cuda_context());
       return p;
 #endif
@@ -349,7 +357,8 @@ void compressed_grad_impl(const torch::Tensor& dy_in, const torch::Tensor& z_in,
       "compressed_grad: argument g (written in place) must be 2-D with unit column stride");
   COMPACT_REQUIRE(g.size(0) == dy.size(1) && g.size(1) == z.size(1),
                   "compressed_grad: argument g has shape (" << g.size(0) << ", " << g.size(1) << "), expected (dy.cols"
-                                                            << " = " << dy.size(1) << ", z.cols = " << z.size(1) << ")");
+                                                            << " = " << dy.size(1) << ", z.cols = " << z.size(1)
+                                                            << ")");
   COMPACT_REQUIRE(g.device() == dy.device(),
                   "compressed_grad: argument g is on " << g.device() << " but argument dy is on " << dy.device());
   const bool float_out = g.scalar_type() == torch::kFloat && dy.scalar_type() != torch::kFloat;
@@ -366,7 +375,8 @@ void compressed_grad_impl(const torch::Tensor& dy_in, const torch::Tensor& z_in,
     return;
 #endif
   }
-  dispatch_cpu(DistId::kGaussian, dy.scalar_type(), [&](auto, auto scalar_tag) {
+  // The distribution plays no part in compressed_grad; the first one only selects the dispatch's scalar branch.
+  dispatch_cpu(0, dy.scalar_type(), [&](auto, auto scalar_tag) {
     using Scalar = decltype(scalar_tag);
     compact::compressed_grad<Scalar>(compact::Cpu{}, view_of<const Scalar>(dy), view_of<const Scalar>(z),
                                      view_of<Scalar>(g), static_cast<Scalar>(beta));
@@ -374,7 +384,8 @@ void compressed_grad_impl(const torch::Tensor& dy_in, const torch::Tensor& z_in,
 }
 
 /// Ghat = dy^T z, a new m x r tensor of dtype out_dtype (default: dy's).
-torch::Tensor compressed_grad(const torch::Tensor& dy, const torch::Tensor& z, c10::optional<c10::ScalarType> out_dtype) {
+torch::Tensor compressed_grad(const torch::Tensor& dy, const torch::Tensor& z,
+                              c10::optional<c10::ScalarType> out_dtype) {
   return translate_errors([&] {
     COMPACT_REQUIRE(dy.defined() && dy.dim() == 2 && z.defined() && z.dim() == 2,
                     "compressed_grad: arguments dy and z must be 2-D tensors");
@@ -451,8 +462,9 @@ TORCH_LIBRARY_IMPL(compact, CUDA, m) { compact_torch::impl_kernels(m); }
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   namespace ct = compact_torch;
-  m.doc() = "compact's seeded random projections for PyTorch tensors: the ops are torch.ops.compact.* (see "
-            "compact_torch for the Python API)";
+  m.doc() =
+      "compact's seeded random projections for PyTorch tensors: the ops are torch.ops.compact.* (see "
+      "compact_torch for the Python API)";
   static pybind11::exception<compact::error> error_type(m, "CompactError", PyExc_ValueError);
   ct::compact_error_type = error_type.ptr();
   pybind11::register_exception_translator([](std::exception_ptr p) {
@@ -468,4 +480,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         pybind11::arg("n"), pybind11::arg("r"), pybind11::arg("dist"), pybind11::arg("is_double"),
         pybind11::arg("unsketch"));
   m.def("has_cuda", &ct::has_cuda, "whether this build has compact's CUDA backend");
+  m.def("distributions", &ct::dist_names,
+        "the names `dist` takes: compact::Distributions' names in lower case, in the library's order");
 }

@@ -5,6 +5,8 @@
 
 #include <compact/compact.hpp>
 
+#include <type_traits>
+
 #include "cuda_ops.h"
 
 namespace compact_torch {
@@ -17,7 +19,7 @@ compact::Cuda backend_of(Context ctx) {
   return compact::Cuda{static_cast<cudaStream_t>(ctx.stream), static_cast<cublasHandle_t>(ctx.cublas)};
 }
 
-/// Returns f(Dist{}, Scalar{}) for the run-time (dist, dtype).
+/// Returns f(Dist{}, Scalar{}) for the run-time (dist, dtype); dist is a position in compact::Distributions.
 template <class F>
 auto dispatch(DistId dist, Dtype dtype, const F& f) {
   const auto with_scalar = [&](auto dist_tag) {
@@ -32,16 +34,16 @@ auto dispatch(DistId dist, Dtype dtype, const F& f) {
     COMPACT_REQUIRE(false, "compact_torch (CUDA): unknown dtype id " << int(dtype));
     return f(dist_tag, float{});
   };
-  switch (dist) {
-    case DistId::kGaussian:
-      return with_scalar(compact::Gaussian{});
-    case DistId::kRademacher:
-      return with_scalar(compact::Rademacher{});
-    case DistId::kSrht:
-      return with_scalar(compact::Srht{});
+  COMPACT_REQUIRE(dist < compact::Distributions::kSize, "compact_torch (CUDA): unknown distribution id " << dist);
+  using Result = decltype(with_scalar(compact::Gaussian{}));
+  if constexpr (std::is_void_v<Result>) {
+    compact::detail::visit_type_at(compact::Distributions{}, dist, with_scalar);
+  } else {
+    Result result{};
+    compact::detail::visit_type_at(compact::Distributions{}, dist,
+                                   [&](auto dist_tag) { result = with_scalar(dist_tag); });
+    return result;
   }
-  COMPACT_REQUIRE(false, "compact_torch (CUDA): unknown distribution id " << int(dist));
-  return with_scalar(compact::Gaussian{});
 }
 
 template <class Dist, class Scalar>
@@ -168,9 +170,8 @@ void materialize(DistId dist, Dtype dtype, compact::SketchState state, std::int6
 void compressed_grad(Dtype dtype, bool float_out, const void* dy, std::int64_t rows, std::int64_t m,
                      std::int64_t dy_stride, const void* z, std::int64_t r, std::int64_t z_stride, void* g,
                      std::int64_t g_stride, double beta, Context ctx) {
-  // The distribution plays no part in compressed_grad; Gaussian only selects the dispatch's scalar branch.
-  dispatch(DistId::kGaussian, dtype,
-           CompressedGrad{float_out, dy, rows, m, dy_stride, z, r, z_stride, g, g_stride, beta, ctx});
+  // The distribution plays no part in compressed_grad; the first one only selects the dispatch's scalar branch.
+  dispatch(0, dtype, CompressedGrad{float_out, dy, rows, m, dy_stride, z, r, z_stride, g, g_stride, beta, ctx});
 }
 
 }  // namespace cuda

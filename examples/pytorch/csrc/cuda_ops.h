@@ -17,8 +17,9 @@ namespace cuda {
 
 /// Element types the CUDA backend supports (fp32 accumulation for all of them).
 enum class Dtype { kFloat, kHalf, kBFloat16 };
-/// The distribution of P.
-enum class DistId { kGaussian, kRademacher, kSrht };
+/// The distribution of P: its position in compact::Distributions (api/distributions.hpp), the list both sides of
+/// the extension dispatch over (compact_torch.cpp's parse_dist gives it).
+using DistId = std::size_t;
 
 /// The launch context of one call: a CUDA stream and a cuBLAS handle (the caller's, i.e. torch's current ones).
 struct Context {

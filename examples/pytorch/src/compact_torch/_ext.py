@@ -24,7 +24,7 @@ except ImportError as e:  # pragma: no cover - exercised only on a broken instal
 CompactError = _C.CompactError
 ops = torch.ops.compact
 
-DISTRIBUTIONS = ("gaussian", "rademacher", "srht")
+DISTRIBUTIONS = tuple(_C.distributions())  # compact::Distributions, the library's list, in lower case
 _U64 = 1 << 64
 
 
