@@ -10,6 +10,7 @@
 
 #include <torch/extension.h>
 #include <c10/core/CPUAllocator.h>
+#include <torch/version.h>
 
 #include <compact/compact.hpp>
 
@@ -80,9 +81,12 @@ void check_same(const char* fn, const char* ref_name, const torch::Tensor& ref,
 #endif
   );
 #if !defined(COMPACT_TORCH_WITH_CUDA)
-  COMPACT_REQUIRE(!cuda, fn << ": argument " << ref_name
-                            << " is a CUDA tensor but this build of compact_torch has "
-                               "no CUDA backend (rebuild with a CUDA-enabled torch and nvcc)");
+  COMPACT_REQUIRE(!cuda, fn << ": argument " << ref_name << " is a CUDA tensor (" << ref.device()
+                            << ") but this build of compact_torch has no CUDA backend: it was built against a torch "
+                               "without CUDA or on a machine without nvcc (compact_torch.build_info() shows the "
+                               "build). To get it, install the CUDA toolkit (nvcc; set CUDA_HOME) next to a CUDA "
+                               "torch and reinstall: COMPACT_TORCH_CUDA=1 pip install --no-build-isolation "
+                               "--force-reinstall ./examples/pytorch");
 #endif
   const auto st = ref.scalar_type();
   if (cuda) {
@@ -505,6 +509,19 @@ bool has_cuda() {
 #endif
 }
 
+/// What this extension was compiled with; compact_torch.build_info() adds what setup.py recorded.
+py::dict build_info() {
+  py::dict info;
+  info["compact_version"] = std::to_string(COMPACT_VERSION_MAJOR) + "." + std::to_string(COMPACT_VERSION_MINOR) +
+                            "." + std::to_string(COMPACT_VERSION_PATCH);
+  info["torch_version"] = std::to_string(TORCH_VERSION_MAJOR) + "." + std::to_string(TORCH_VERSION_MINOR) + "." +
+                          std::to_string(TORCH_VERSION_PATCH);  // from the headers compiled against
+  info["cplusplus"] = static_cast<long>(__cplusplus);
+  info["cuda"] = has_cuda();
+  info["blas"] = compact::gemm_engine_available(compact::GemmEngine::kBlas);
+  return info;
+}
+
 }  // namespace
 }  // namespace compact_torch
 
@@ -529,6 +546,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         pybind11::arg("n"), pybind11::arg("r"), pybind11::arg("dist"), pybind11::arg("is_double"),
         pybind11::arg("unsketch"));
   m.def("has_cuda", &ct::has_cuda, "whether this build has compact's CUDA backend");
+  m.def("build_info", &ct::build_info, "what this extension was compiled with (see compact_torch.build_info)");
   m.def("tracker_install", &ct::tracker_install, "route later CPU tensor allocations through the byte tracker");
   m.def("tracker_installed", &ct::tracker_installed);
   m.def(

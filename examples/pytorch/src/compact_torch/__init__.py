@@ -9,17 +9,17 @@ random projections.
 
 See docs/pytorch.md.
 """
-from ._ext import CompactError, compressed_grad, has_cuda, materialize, sketch, unsketch_grad_
+from ._ext import CompactError, build_info, compressed_grad, has_cuda, materialize, sketch, unsketch_grad_
 from .compress import DEFAULT_EXCLUDE, compress
 from .distributed import AllReduceTraffic, DistributedDataParallel, counting_allreduce_hook
 from .linear import CompactLinear, compact_layers, owner_of, resolve_rank
 from .memory import CpuMemoryTracker
 from .optim import CompressedAdamW
 
-__version__ = "0.1.0"
+__version__ = build_info()["compact"]  # compact's version (compact/config.hpp), which this package shares
 
 __all__ = [
     "AllReduceTraffic", "CompactError", "CompactLinear", "CompressedAdamW", "CpuMemoryTracker", "DEFAULT_EXCLUDE",
-    "DistributedDataParallel", "compact_layers", "compress", "compressed_grad", "counting_allreduce_hook",
+    "DistributedDataParallel", "build_info", "compact_layers", "compress", "compressed_grad", "counting_allreduce_hook",
     "has_cuda", "materialize", "owner_of", "resolve_rank", "sketch", "unsketch_grad_",
 ]
