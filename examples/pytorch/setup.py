@@ -185,6 +185,17 @@ def want_cuda(torch, cuda_home):
         say(f"torch {torch.__version__} has CUDA {torch.version.cuda} but nvcc was not found ({where}): the CUDA "
             "backend is left out (install the CUDA toolkit or set CUDA_HOME, then reinstall)")
         return False
+    # torch refuses an nvcc of another major version than its own CUDA (a minor difference only warns).
+    release = re.search(r"release (\d+)\.(\d+)", subprocess.run([nvcc, "--version"], capture_output=True, text=True,
+                                                                  check=False).stdout)
+    if release and release.group(1) != torch.version.cuda.split(".")[0]:
+        what = (f"nvcc {release.group(1)}.{release.group(2)} ({nvcc}) is not of the CUDA major version torch "
+                f"{torch.__version__} was built with ({torch.version.cuda})")
+        if mode == "1":
+            fail(f"COMPACT_TORCH_CUDA=1 but {what}")
+        say(f"{what}: the CUDA backend is left out (point CUDA_HOME to a CUDA {torch.version.cuda.split('.')[0]}.x "
+            "toolkit, then reinstall)")
+        return False
     return True
 
 
@@ -262,7 +273,7 @@ def main():
     from torch.utils.cpp_extension import BuildExtension
 
     ext = extension(torch)
-    setup(version=compact_version(find_compact_include()), ext_modules=[ext],
+    setup(version=compact_version(find_compact_include()), license="MIT", ext_modules=[ext],
           cmdclass={"build_ext": BuildExtension.with_options(use_ninja=bool(shutil.which("ninja"))),
                     "build_py": BuildPy, "sdist": Sdist})
 
