@@ -512,8 +512,8 @@ bool has_cuda() {
 /// What this extension was compiled with; compact_torch.build_info() adds what setup.py recorded.
 py::dict build_info() {
   py::dict info;
-  info["compact_version"] = std::to_string(COMPACT_VERSION_MAJOR) + "." + std::to_string(COMPACT_VERSION_MINOR) +
-                            "." + std::to_string(COMPACT_VERSION_PATCH);
+  info["compact_version"] = std::to_string(COMPACT_VERSION_MAJOR) + "." + std::to_string(COMPACT_VERSION_MINOR) + "." +
+                            std::to_string(COMPACT_VERSION_PATCH);
   info["torch_version"] = std::to_string(TORCH_VERSION_MAJOR) + "." + std::to_string(TORCH_VERSION_MINOR) + "." +
                           std::to_string(TORCH_VERSION_PATCH);  // from the headers compiled against
   info["cplusplus"] = static_cast<long>(__cplusplus);
