@@ -28,6 +28,9 @@ from setuptools.command.build_py import build_py
 from setuptools.command.sdist import sdist
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+# The extensions find torch's libraries next to them (site-packages/torch/lib) whatever the loader's default path holds,
+# e.g. Debian's libtorch-dev; `ldd` then shows the torch they were linked with.
+TORCH_RPATH = "-Wl,-rpath,$ORIGIN/../torch/lib"
 DEFAULT_CUDA_ARCHS = "8.0;9.0+PTX"  # sm_80 and sm_90 code, and compute_90 PTX that newer GPUs compile at load
 
 
@@ -240,9 +243,7 @@ def extension(torch):
     # its CPU backend (torch's libgomp is shared).
     std = "-std=" + cxx_standard()
     cxx = ["-O3", "-g0", std, "-fopenmp", "-Wno-deprecated-declarations"]  # the last: torch's headers
-    # The extension finds torch's libraries next to it (site-packages/torch/lib) whatever the loader's default path
-    # holds, e.g. Debian's libtorch-dev; `ldd` then shows the torch it was linked with.
-    link = ["-fopenmp", "-Wl,-rpath,$ORIGIN/../torch/lib"]
+    link = ["-fopenmp", TORCH_RPATH]
     blas = find_openblas()
     if blas is not None:
         include_dirs.append(blas[0])
@@ -261,12 +262,23 @@ def extension(torch):
             {"torch": torch.__version__, "cuda_archs": archs})
 
 
+def memtrack_extension():
+    """compact_torch._memtrack, the CPU allocation tracker of the memory measurements: a module of its own (c10 and
+    pybind11 only), loaded by compact_torch.memory when a measuring script asks for it, never by the package."""
+    from torch.utils.cpp_extension import CppExtension
+
+    return CppExtension("compact_torch._memtrack", ["csrc/memtrack.cpp"],
+                        extra_compile_args={"cxx": ["-O2", "-g0", "-std=" + cxx_standard(),
+                                                    "-Wno-deprecated-declarations"]},  # the last: torch 1.13's headers
+                        extra_link_args=[TORCH_RPATH])
+
+
 def main():
     torch = import_torch()
     from torch.utils.cpp_extension import BuildExtension
 
     ext, build_info = extension(torch)
-    setup(version=compact_version(find_compact_include()), license="MIT", ext_modules=[ext],
+    setup(version=compact_version(find_compact_include()), license="MIT", ext_modules=[ext, memtrack_extension()],
           cmdclass={"build_ext": BuildExtension.with_options(use_ninja=bool(shutil.which("ninja"))),
                     "build_py": build_py_writing(build_info), "sdist": Sdist})
 
