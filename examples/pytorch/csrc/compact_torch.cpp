@@ -15,6 +15,7 @@
 
 #include <torch/extension.h>
 #include <torch/library.h>
+#include <torch/version.h>
 
 #include <compact/compact.hpp>
 
@@ -99,9 +100,12 @@ void check_same(const char* fn, const char* ref_name, const torch::Tensor& ref,
 #endif
   );
 #if !defined(COMPACT_TORCH_WITH_CUDA)
-  COMPACT_REQUIRE(!cuda, fn << ": argument " << ref_name
-                            << " is a CUDA tensor but this build of compact_torch has "
-                               "no CUDA backend (rebuild with a CUDA-enabled torch and nvcc)");
+  COMPACT_REQUIRE(!cuda, fn << ": argument " << ref_name << " is a CUDA tensor (" << ref.device()
+                            << ") but this build of compact_torch has no CUDA backend: it was built against a torch "
+                               "without CUDA or on a machine without nvcc (compact_torch.build_info() shows the "
+                               "build). To get it, install the CUDA toolkit (nvcc; set CUDA_HOME) next to a CUDA "
+                               "torch and reinstall: COMPACT_TORCH_CUDA=1 pip install --no-build-isolation "
+                               "--force-reinstall ./examples/pytorch");
 #endif
   const auto st = ref.scalar_type();
   if (cuda) {
@@ -432,6 +436,19 @@ bool has_cuda() {
 #endif
 }
 
+/// What this extension was compiled with; compact_torch.build_info() adds what setup.py recorded.
+py::dict build_info() {
+  py::dict info;
+  info["compact_version"] = std::to_string(COMPACT_VERSION_MAJOR) + "." + std::to_string(COMPACT_VERSION_MINOR) + "." +
+                            std::to_string(COMPACT_VERSION_PATCH);
+  info["torch_version"] = std::to_string(TORCH_VERSION_MAJOR) + "." + std::to_string(TORCH_VERSION_MINOR) + "." +
+                          std::to_string(TORCH_VERSION_PATCH);  // from the headers compiled against
+  info["cplusplus"] = static_cast<long>(__cplusplus);
+  info["cuda"] = has_cuda();
+  info["blas"] = compact::gemm_engine_available(compact::GemmEngine::kBlas);
+  return info;
+}
+
 /// The kernels of the operators; one function per op serves CPU and (in a CUDA build) CUDA tensors.
 void impl_kernels(torch::Library& m) {
   m.impl("sketch", &sketch);
@@ -456,9 +473,10 @@ TORCH_LIBRARY(compact, m) {
 
 TORCH_LIBRARY_IMPL(compact, CPU, m) { compact_torch::impl_kernels(m); }
 
-#if defined(COMPACT_TORCH_WITH_CUDA)
+// CUDA tensors reach the same kernels in every build: with the CUDA backend compiled in they run on it; in a CPU-only
+// build the kernels' device check raises an error naming the missing backend and how to get it (rather than the
+// dispatcher's "could not run 'compact::sketch' with arguments from the 'CUDA' backend").
 TORCH_LIBRARY_IMPL(compact, CUDA, m) { compact_torch::impl_kernels(m); }
-#endif
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   namespace ct = compact_torch;
@@ -482,4 +500,5 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("has_cuda", &ct::has_cuda, "whether this build has compact's CUDA backend");
   m.def("distributions", &ct::dist_names,
         "the names `dist` takes: compact::Distributions' names in lower case, in the library's order");
+  m.def("build_info", &ct::build_info, "what this extension was compiled with (see compact_torch.build_info)");
 }
