@@ -154,7 +154,7 @@ class CompressedOptimizerBase : public OptimizerStorage<Backend, Dist, Scalar> {
     return out;
   }
 
-  /// Restores a record written by an optimizer of the same identity (either backend: core/optimizer_record.hpp).
+  /// Restores a record written by an optimizer of the same identity (either backend: api/optimizer_record.hpp).
   /// Validates every header field and moment value first (validate_optimizer_record), allocates the host buffer and
   /// builds the restored step's projector before anything is replaced, so a bad record or a failed allocation leaves
   /// the optimizer as it was; then zeroes Ĝ and writes the moments (on the GPU: all of these writes are complete

@@ -16,17 +16,16 @@ import torch
 import torch.distributed as dist
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
-from ._ext import CompactError
+from ._ext import DISTRIBUTIONS, CompactError
 from .linear import _register_owner, compact_layers, owner_of
-
-_DISTS = {"gaussian": 0, "rademacher": 1, "srht": 2}
 
 
 def _sketch_state_matrix(layers):
     """L x 5 int64: (seed, stream, period, step, rank) per layer plus the distribution folded into the rank column."""
     if not layers:
         return torch.zeros(0, 5, dtype=torch.int64)
-    rows = [torch.cat([layer._state, torch.tensor([layer.rank * 4 + _DISTS[layer.dist]])]) for layer in layers]
+    rows = [torch.cat([layer._state, torch.tensor([layer.rank * len(DISTRIBUTIONS) + DISTRIBUTIONS.index(layer.dist)])])
+            for layer in layers]
     return torch.stack(rows)
 
 
@@ -56,7 +55,7 @@ def check_sketch_states(module, process_group=None, names=None):
         name = names[bad]
     per_rank = "; ".join(
         f"rank {k}: seed {int(g[bad, 0]) % (1 << 64)}, stream {int(g[bad, 1]) % (1 << 64)}, period {int(g[bad, 2])}, "
-        f"step {int(g[bad, 3])}, r = {int(g[bad, 4]) // 4}" for k, g in enumerate(gathered))
+        f"step {int(g[bad, 3])}, r = {int(g[bad, 4]) // len(DISTRIBUTIONS)}" for k, g in enumerate(gathered))
     raise CompactError(f"compact: the ranks disagree on the sketch state of layer {name!r} ({per_rank}); their "
                        "compressed gradients would be averaged in different bases. Load the same checkpoint (model "
                        "and CompressedAdamW state) on every rank")
