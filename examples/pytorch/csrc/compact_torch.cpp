@@ -87,6 +87,20 @@ torch::Tensor readable(const char* fn, const char* name, const torch::Tensor& t)
   return t.contiguous();
 }
 
+/// Refuses a CUDA tensor when this build has no CUDA backend, saying how to get one (before anything is allocated
+/// on its device).
+void check_backend([[maybe_unused]] const char* fn, [[maybe_unused]] const char* name,
+                   [[maybe_unused]] const torch::Tensor& t) {
+#if !defined(COMPACT_TORCH_WITH_CUDA)
+  COMPACT_REQUIRE(!t.is_cuda(), fn << ": argument " << name << " is a CUDA tensor (" << t.device()
+                                   << ") but this build of compact_torch has no CUDA backend: it was built against a "
+                                      "torch without CUDA or on a machine without nvcc (compact_torch.build_info() "
+                                      "shows the build). To get it, install the CUDA toolkit (nvcc; set CUDA_HOME) "
+                                      "next to a CUDA torch and reinstall: COMPACT_TORCH_CUDA=1 pip install "
+                                      "--no-build-isolation --force-reinstall ./examples/pytorch");
+#endif
+}
+
 /// Checks that every tensor is on `ref`'s device and has `ref`'s dtype, and that the dtype is supported there.
 void check_same(const char* fn, const char* ref_name, const torch::Tensor& ref,
                 std::initializer_list<std::pair<const char*, const torch::Tensor*>> others) {
@@ -99,14 +113,7 @@ void check_same(const char* fn, const char* ref_name, const torch::Tensor& ref,
                                                     << " (this build of compact_torch has no CUDA backend)"
 #endif
   );
-#if !defined(COMPACT_TORCH_WITH_CUDA)
-  COMPACT_REQUIRE(!cuda, fn << ": argument " << ref_name << " is a CUDA tensor (" << ref.device()
-                            << ") but this build of compact_torch has no CUDA backend: it was built against a torch "
-                               "without CUDA or on a machine without nvcc (compact_torch.build_info() shows the "
-                               "build). To get it, install the CUDA toolkit (nvcc; set CUDA_HOME) next to a CUDA "
-                               "torch and reinstall: COMPACT_TORCH_CUDA=1 pip install --no-build-isolation "
-                               "--force-reinstall ./examples/pytorch");
-#endif
+  check_backend(fn, ref_name, ref);
   const auto st = ref.scalar_type();
   if (cuda) {
     COMPACT_REQUIRE(st == torch::kFloat || st == torch::kHalf || st == torch::kBFloat16,
@@ -393,6 +400,7 @@ torch::Tensor compressed_grad(const torch::Tensor& dy, const torch::Tensor& z,
   return translate_errors([&] {
     COMPACT_REQUIRE(dy.defined() && dy.dim() == 2 && z.defined() && z.dim() == 2,
                     "compressed_grad: arguments dy and z must be 2-D tensors");
+    check_backend("compressed_grad", "dy", dy);
     torch::Tensor g = torch::empty({dy.size(1), z.size(1)}, dy.options().dtype(out_dtype.value_or(dy.scalar_type())));
     compressed_grad_impl(dy, z, g, 0.0);
     return g;

@@ -78,8 +78,16 @@ class _CudaShaped(torch.Tensor):
     @classmethod
     def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
         if func.name().startswith("compact::"):
-            with torch._C._DisableTorchDispatch():  # past this class, on to the operator's CUDA kernel
+            # Past this class, on to the operator's CUDA kernel. The guard is a context manager on torch >= 2 and an
+            # object that holds dispatch off while it lives on torch 1.13.
+            guard = torch._C._DisableTorchDispatch()
+            if hasattr(guard, "__enter__"):
+                with guard:
+                    return func(*args, **(kwargs or {}))
+            try:
                 return func(*args, **(kwargs or {}))
+            finally:
+                del guard
         raise RuntimeError(f"{func} reached a tensor without data")
 
 
