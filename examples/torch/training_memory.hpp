@@ -107,9 +107,9 @@ inline MemoryBreakdown linear_group_memory(const LinearGroup& g, const MemoryOpt
   const index_t stored_copies = compressed && options.sharing == SketchSharing::kPerLayer ? g.siblings : 1;
   MemoryBreakdown b;
   b.activations = detail::checked_product_u64(fn, "activations (copies * tokens * k * activation_bytes)",
-                                                       {stored_copies, options.tokens, k, options.activation_bytes});
+                                              {stored_copies, options.tokens, k, options.activation_bytes});
   b.gradients = detail::checked_product_u64(fn, "gradients (siblings * out_features * k * state_bytes)",
-                                                     {g.siblings, g.out_features, k, options.state_bytes});
+                                            {g.siblings, g.out_features, k, options.state_bytes});
   const std::uint64_t moments = options.optimizer == OptimizerKind::kAdamW         ? 2
                                 : options.optimizer == OptimizerKind::kSgdMomentum ? 1
                                                                                    : 0;
