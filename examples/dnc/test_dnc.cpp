@@ -13,7 +13,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <deque>
+#include <limits>
 #include <numeric>
 #include <vector>
 
@@ -408,5 +410,221 @@ TEST_CASE("the byte counter sees a CompAct layer hold exactly z and its output")
     held = dnc::live_bytes() - base;
   }
   CHECK(held == rows * (r + m) * static_cast<std::int64_t>(sizeof(float)));
+  CHECK(dnc::live_bytes() == base);
+}
+
+TEST_CASE("convex hull targets are the hull's vertices counter-clockwise from the leftmost point, then the end") {
+  dnc::ConvexHull task;
+  std::mt19937_64 rng(6);
+  const index_t size = 9, planning = 4, batch = 32, labels = dnc::ConvexHull::kLabels;
+  const dnc::Batch b = task.sample(size, planning, batch, rng);
+  CHECK(b.inputs.size(0) == size + planning + b.answer_steps);
+  index_t longest = 0;
+  for (index_t s = 0; s < batch; ++s) {
+    std::vector<double> x(size), y(size);
+    std::vector<index_t> label(size);
+    for (index_t i = 0; i < size; ++i) {
+      x[i] = b.inputs[i][s][0].item<double>();
+      y[i] = b.inputs[i][s][1].item<double>();
+      label[i] = b.inputs[i][s].narrow(0, 2, labels).argmax().item<index_t>();
+    }
+    // Brute force: i -> j is a counter-clockwise hull edge when every other point lies strictly to its left.
+    std::vector<index_t> next(size, -1);
+    for (index_t i = 0; i < size; ++i) {
+      for (index_t j = 0; j < size; ++j) {
+        bool left = i != j;
+        for (index_t k = 0; k < size && left; ++k) {
+          if (k == i || k == j) continue;
+          left = (x[j] - x[i]) * (y[k] - y[i]) - (y[j] - y[i]) * (x[k] - x[i]) > 0;
+        }
+        if (left) next[i] = j;
+      }
+    }
+    const index_t leftmost = std::min_element(x.begin(), x.end()) - x.begin();
+    std::vector<index_t> want;
+    for (index_t v = leftmost; want.empty() || v != leftmost; v = next[v]) {
+      REQUIRE(next[v] >= 0);
+      want.push_back(label[v]);
+    }
+    const index_t h = static_cast<index_t>(want.size());
+    longest = std::max(longest, h + 1);
+    CHECK(b.mask.select(1, s).sum().item<index_t>() == h + 1);
+    for (index_t a = 0; a < h; ++a) CHECK(b.targets[a][s][0].item<index_t>() == want[a]);
+    CHECK(b.targets[h][s][0].item<index_t>() == dnc::ConvexHull::kEnd);
+    // Planning steps are empty, and every answer step carries the answer flag whatever the hull's length.
+    CHECK(b.inputs.narrow(0, size, planning).select(1, s).abs().sum().item<double>() == 0.0);
+    CHECK(b.inputs.narrow(0, size + planning, b.answer_steps).select(1, s).select(1, 3 + labels).sum().item<index_t>() ==
+          b.answer_steps);
+  }
+  CHECK(b.answer_steps == longest);
+}
+
+TEST_CASE("min cut sides are the unique minimum s-t cut, found by enumerating every cut") {
+  dnc::MinCut task;
+  std::mt19937_64 rng(8);
+  const index_t size = 7, planning = 2, batch = 24, labels = dnc::MinCut::kLabels;
+  const index_t caps = dnc::MinCut::kCapacities, m = dnc::MinCut::edges(size);
+  const dnc::Batch b = task.sample(size, planning, batch, rng);
+  CHECK(b.inputs.size(0) == m + 1 + planning + 1);
+  for (index_t s = 0; s < batch; ++s) {
+    // Decode the graph; nodes are the labels that occur.
+    std::vector<std::vector<int>> cap(labels, std::vector<int>(labels, 0));
+    std::vector<bool> used(labels, false);
+    for (index_t e = 0; e < m; ++e) {
+      const index_t u = b.inputs[e][s].narrow(0, 0, labels).argmax().item<index_t>();
+      const index_t v = b.inputs[e][s].narrow(0, labels, labels).argmax().item<index_t>();
+      const int c = 1 + static_cast<int>(b.inputs[e][s].narrow(0, 2 * labels, caps).argmax().item<index_t>());
+      REQUIRE(cap[u][v] == 0);  // distinct edges
+      cap[u][v] = cap[v][u] = c;
+      used[u] = used[v] = true;
+    }
+    std::vector<index_t> nodes;
+    for (index_t l = 0; l < labels; ++l) {
+      if (used[l]) nodes.push_back(l);
+    }
+    REQUIRE(static_cast<index_t>(nodes.size()) == size);
+    const index_t src = b.inputs[m][s].narrow(0, 0, labels).argmax().item<index_t>();
+    const index_t snk = b.inputs[m][s].narrow(0, labels, labels).argmax().item<index_t>();
+    // Every partition with src on one side and snk on the other: the cheapest must be unique and be the target.
+    int best = std::numeric_limits<int>::max(), ties = 0;
+    std::vector<bool> best_side;
+    for (std::uint32_t mask = 0; mask < (1u << size); ++mask) {
+      std::vector<bool> side(labels, false);
+      for (index_t k = 0; k < size; ++k) side[nodes[k]] = (mask >> k) & 1;
+      if (!side[src] || side[snk]) continue;
+      int cut = 0;
+      for (index_t u : nodes) {
+        for (index_t v : nodes) {
+          if (side[u] && !side[v]) cut += cap[u][v];
+        }
+      }
+      if (cut < best) {
+        best = cut;
+        ties = 1;
+        best_side = side;
+      } else if (cut == best) {
+        ++ties;
+      }
+    }
+    CHECK(ties == 1);
+    const index_t on_source_side = std::count(best_side.begin(), best_side.end(), true);
+    CHECK(on_source_side >= 2);
+    CHECK(on_source_side <= size - 2);
+    for (index_t l = 0; l < labels; ++l) {
+      const float want = !used[l] || l == src || l == snk ? -1.0f : (best_side[l] ? 1.0f : 0.0f);
+      CHECK(b.targets[0][s][l].item<float>() == want);
+    }
+  }
+}
+
+TEST_CASE("the curriculum grows the largest training size in lessons of equal length, then trains on all sizes") {
+  const dnc::Curriculum c{3, 7, 1000, 0.5};  // five lessons of 100 iterations in the first 500
+  CHECK(c.ceiling(1) == 3);
+  CHECK(c.ceiling(100) == 3);
+  CHECK(c.ceiling(101) == 4);
+  CHECK(c.ceiling(401) == 7);
+  CHECK(c.ceiling(1000) == 7);
+  CHECK(dnc::Curriculum{3, 7, 1000, 0.0}.ceiling(1) == 7);
+}
+
+namespace {
+
+/// A memory-step state of MemoryCase's inputs whose tensors require grad, and the raw interface vector.
+struct StepCase {
+  MemoryCase c;
+  dnc::State s;
+  torch::Tensor xi;
+  explicit StepCase(torch::ScalarType dtype) {
+    const auto leaf = [&](const torch::Tensor& t) { return t.to(dtype).detach().requires_grad_(true); };
+    s.memory = leaf(c.memory);
+    s.usage = leaf(c.usage);
+    s.link = leaf(c.link);
+    s.precedence = leaf(c.precedence);
+    s.read_weights = leaf(c.read_prev);
+    s.write_weights = leaf(c.write_prev);
+    xi = leaf(torch::randn({c.b, dnc::interface_size(c.w, c.r)}, torch::kDouble));
+  }
+  std::vector<torch::Tensor> inputs() const {
+    return {s.memory, s.usage, s.link, s.precedence, s.read_weights, s.write_weights, xi};
+  }
+};
+
+std::vector<torch::Tensor> outputs(const dnc::State& n) {
+  return {n.memory, n.usage, n.link, n.precedence, n.read_weights, n.write_weights, n.read_vectors};
+}
+
+}  // namespace
+
+TEST_CASE("a checkpointed memory step computes the same values and the same gradients as the recorded one") {
+  for (const auto dtype : {torch::kFloat, torch::kDouble}) {
+    CAPTURE(dtype);
+    const StepCase k(dtype);
+    const dnc::State plain = dnc::memory_step(k.s, dnc::split_interface(k.xi, k.c.w, k.c.r));
+    const dnc::State ckpt = dnc::checkpointed_memory_step(k.s, k.xi, k.c.w, k.c.r);
+    const auto a = outputs(plain), b = outputs(ckpt);
+    // The same float operations in the same order.
+    for (std::size_t i = 0; i < a.size(); ++i) CHECK(max_abs_diff(a[i], b[i]) == 0.0);
+    // A random probe of every output except the link (left without gradient, as the last step's is in a run).
+    torch::manual_seed(13);
+    std::vector<torch::Tensor> probes;
+    for (const auto& t : a) probes.push_back(torch::randn_like(t));
+    const auto loss = [&](const std::vector<torch::Tensor>& out) {
+      torch::Tensor l = torch::zeros({}, out[0].options());
+      for (std::size_t i = 0; i < out.size(); ++i) {
+        if (i != 2) l = l + (out[i] * probes[i]).sum();
+      }
+      return l;
+    };
+    const auto ga = torch::autograd::grad({loss(a)}, k.inputs());
+    const auto gb = torch::autograd::grad({loss(b)}, k.inputs());
+    // Backward runs the recomputed step's own graph: the same operations on the same values, so the same bits.
+    for (std::size_t i = 0; i < ga.size(); ++i) CHECK(max_abs_diff(ga[i], gb[i]) == 0.0);
+  }
+}
+
+TEST_CASE("a DNC with its memory step checkpointed computes the same outputs and weight gradients") {
+  dnc::DncConfig config;
+  config.input = 5;
+  config.output = 3;
+  config.hidden = 12;
+  config.width = 4;
+  config.reads = 2;
+  for (const bool compact : {false, true}) {
+    CAPTURE(compact);
+    config.compact = compact;
+    config.checkpoint = false;
+    torch::manual_seed(21);
+    dnc::Dnc plain(config);
+    config.checkpoint = true;
+    torch::manual_seed(21);
+    dnc::Dnc ckpt(config);
+    const torch::Tensor inputs = torch::randn({9, 4, config.input});
+    const torch::Tensor probe = torch::randn({3, 4, config.output});
+    const torch::Tensor ya = plain->run(inputs, 3, /*slots=*/6), yb = ckpt->run(inputs, 3, /*slots=*/6);
+    CHECK(max_abs_diff(ya, yb) == 0.0);
+    (ya * probe).sum().backward();
+    (yb * probe).sum().backward();
+    auto la = plain->layers(), lb = ckpt->layers();
+    for (std::size_t k = 0; k < la.size(); ++k) {
+      const torch::Tensor ga = la[k]->is_compact() ? la[k]->compact_layer()->compressed_grad() : la[k]->weight().grad();
+      const torch::Tensor gb = lb[k]->is_compact() ? lb[k]->compact_layer()->compressed_grad() : lb[k]->weight().grad();
+      CHECK(max_abs_diff(ga, gb) == 0.0);
+      CHECK(max_abs_diff(la[k]->bias().grad(), lb[k]->bias().grad()) == 0.0);
+    }
+  }
+}
+
+TEST_CASE("the byte counter sees a checkpointed memory step hold exactly its outputs") {
+  dnc::install_byte_counter();
+  const StepCase k(torch::kFloat);
+  const std::int64_t base = dnc::live_bytes();
+  std::int64_t held, outs = 0;
+  {
+    const dnc::State n = dnc::checkpointed_memory_step(k.s, k.xi, k.c.w, k.c.r);
+    for (const auto& t : outputs(n)) outs += t.numel() * static_cast<std::int64_t>(sizeof(float));
+    held = dnc::live_bytes() - base;
+  }
+  // The node saves its inputs, which were alive before it (base), and nothing else.
+  CHECK(held == outs);
   CHECK(dnc::live_bytes() == base);
 }
