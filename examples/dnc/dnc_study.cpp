@@ -396,8 +396,9 @@ void append_csv(const std::string& dir, const std::string& name, const std::stri
 // --memory
 
 struct Line {
-  std::int64_t at_zero = 0;   // held bytes at p = 0
-  std::int64_t per_step = 0;  // held bytes per planning step
+  std::int64_t at_zero = 0;       // held bytes at p = 0
+  std::int64_t per_step = 0;      // held bytes per planning step (the peak grows by exactly as much)
+  std::int64_t peak_at_zero = 0;  // peak bytes over forward and backward at p = 0
 };
 
 /// One way to train the DNC: CompAct controller layers or not (at rank in / rank_div), checkpointed memory step or
@@ -409,7 +410,8 @@ struct Variant {
   std::string name() const { return variant_name(compact, rank_div, checkpoint); }
 };
 
-/// Held bytes at planning budgets `ps` (starting 0, 1) on one fixed batch; requires them to be exactly linear in p.
+/// Held and peak bytes at planning budgets `ps` (starting 0, 1) on one fixed batch; requires both to be exactly linear
+/// in p with the same slope (the backward pass's scratch does not depend on p).
 Line measure_line(const Options& flags, const dnc::Task& task, const Variant& v, index_t size, std::ostream* csv,
                   const std::vector<index_t>& ps = {0, 1, 2, 4, 8}) {
   Options o = flags;
@@ -426,11 +428,14 @@ Line measure_line(const Options& flags, const dnc::Task& task, const Variant& v,
            << f.back().peak << "\n";
     }
   }
-  Line line{f[0].held, f[1].held - f[0].held};
+  Line line{f[0].held, f[1].held - f[0].held, f[0].peak};
   for (std::size_t k = 1; k < ps.size(); ++k) {
     COMPACT_REQUIRE(f[k].held == line.at_zero + line.per_step * ps[k],
                     v.name() << ": held bytes are not linear in p: " << f[k].held << " at p = " << ps[k]
                              << ", expected " << line.at_zero + line.per_step * ps[k]);
+    COMPACT_REQUIRE(f[k].peak == line.peak_at_zero + line.per_step * ps[k],
+                    v.name() << ": peak bytes do not grow by the held bytes per step: " << f[k].peak << " at p = "
+                             << ps[k] << ", expected " << line.peak_at_zero + line.per_step * ps[k]);
   }
   return line;
 }
@@ -483,8 +488,9 @@ int memory_mode(const Options& flags) {
   csv << "task,variant,rank_div,checkpoint,size,batch,slots,planning,held_bytes,peak_bytes\n";
   std::ofstream budget(flags.out_dir + "/budget.csv");
   budget << "task,variant,rank_div,checkpoint,size,budget_unit,batch,bytes_at_p0,bytes_per_step,"
-            "linear_input_bytes_per_step,memory_op_bytes_per_step,budget_bytes,p_max,k_max,cpu_s_at_n,time_vs_full_at_n,"
-            "cpu_s_at_p_max,cpu_at_p_max_vs_full_at_n\n";
+            "linear_input_bytes_per_step,memory_op_bytes_per_step,budget_bytes,p_max,k_max,peak_bytes_at_p0,"
+            "peak_budget_bytes,p_max_peak,k_max_peak,cpu_s_at_n,time_vs_full_at_n,cpu_s_at_p_max,"
+            "cpu_at_p_max_vs_full_at_n\n";
   const std::vector<Variant> variants{{false, 4, false}, {true, 2, false}, {true, 4, false},
                                       {true, 8, false},  {false, 4, true}, {true, 4, true}};
   for (const std::string& name : all_tasks()) {
@@ -494,6 +500,8 @@ int memory_mode(const Options& flags) {
     const Line full = measure_line(o, *task, variants[0], size, &csv);
     // The fixed memory budget: what the full-rank model holds at the paper's linear budget p = n.
     const std::int64_t budget_bytes = full.at_zero + full.per_step * unit;
+    // The same for the peak over forward and backward, which is what must fit a device.
+    const std::int64_t peak_budget = full.peak_at_zero + full.per_step * unit;
     std::vector<Line> lines;
     std::vector<index_t> p_max;
     for (const Variant& v : variants) {
@@ -521,7 +529,7 @@ int memory_mode(const Options& flags) {
     std::cout << task->name() << " at size " << size << " (n = " << unit << ", batch " << o.batch
               << "), memory budget = full rank at p = n: " << budget_bytes << " bytes\n"
               << "  variant            bytes@p=0  bytes/step  linear-in/step  memory-op/step  p_max  k_max"
-                 "  cpu s@n  vs full  cpu s@p_max\n";
+                 "  p_max(peak)  cpu s@n  vs full  cpu s@p_max\n";
     for (std::size_t k = 0; k < variants.size(); ++k) {
       const Variant& v = variants[k];
       Options ov = o;
@@ -529,13 +537,16 @@ int memory_mode(const Options& flags) {
       const std::int64_t linear = linear_input_floats(model_config(ov, *task, v.compact), false) * o.batch * 4;
       const std::int64_t ops = v.checkpoint ? op_ckpt : op_full;
       const double k_max = double(p_max[k]) / double(unit);
+      const index_t p_max_peak = (peak_budget - lines[k].peak_at_zero) / lines[k].per_step;
       budget << task->name() << "," << v.name() << "," << (v.compact ? v.rank_div : 0) << "," << (v.checkpoint ? 1 : 0)
              << "," << size << "," << unit << "," << o.batch << "," << lines[k].at_zero << "," << lines[k].per_step
              << "," << linear << "," << ops << "," << budget_bytes << "," << p_max[k] << "," << k_max << ","
-             << at_n[k] << "," << at_n[k] / at_n[0] << "," << at_max[k] << "," << at_max[k] / at_n[0] << "\n";
+             << lines[k].peak_at_zero << "," << peak_budget << "," << p_max_peak << ","
+             << double(p_max_peak) / double(unit) << "," << at_n[k] << "," << at_n[k] / at_n[0] << "," << at_max[k] << "," << at_max[k] / at_n[0] << "\n";
       std::cout << "  " << std::left << std::setw(17) << v.name() << std::right << std::setw(10) << lines[k].at_zero
                 << std::setw(12) << lines[k].per_step << std::setw(16) << linear << std::setw(16) << ops
-                << std::setw(7) << p_max[k] << std::setw(7) << std::setprecision(3) << k_max << std::setw(9)
+                << std::setw(7) << p_max[k] << std::setw(7) << std::setprecision(3) << k_max << std::setw(13)
+                << (peak_budget - lines[k].peak_at_zero) / lines[k].per_step << std::setw(9)
                 << at_n[k] << std::setw(9) << at_n[k] / at_n[0] << std::setw(13) << at_max[k] << "\n";
     }
   }
