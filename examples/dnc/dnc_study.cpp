@@ -38,6 +38,7 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace {
@@ -78,7 +79,8 @@ void usage() {
   std::cout
       << "dnc_study: DNC planning budgets (constant vs linear) with full-rank or CompAct controller layers\n"
          "  --smoke                     quick self-check (seconds); exit 1 on failure\n"
-         "  --memory                    saved bytes per planning step, full rank vs CompAct -> memory.csv, budget.csv\n"
+         "  --memory                    bytes per planning step and time per iteration of full rank, CompAct and\n"
+         "                              checkpointing, all tasks -> memory.csv, budget.csv, memory_sweep.csv\n"
          "  --run                       train one configuration -> results.csv, curves.csv (appended)\n"
          "  --out DIR                   output directory (default dnc_out)\n"
          "  --task ar|sp|ch|mc          associative recall | graph shortest path | convex hull | graph min cut\n"
@@ -101,7 +103,15 @@ std::vector<T> parse_list(const std::string& s) {
   std::vector<T> v;
   std::stringstream ss(s);
   std::string item;
-  while (std::getline(ss, item, ',')) v.push_back(static_cast<T>(std::stod(item)));
+  while (std::getline(ss, item, ',')) {
+    std::size_t used = 0;
+    if constexpr (std::is_integral_v<T>) {
+      v.push_back(static_cast<T>(std::stoll(item, &used)));
+    } else {
+      v.push_back(static_cast<T>(std::stod(item, &used)));
+    }
+    COMPACT_REQUIRE(used == item.size(), "list item '" << item << "' is not a number of the expected kind");
+  }
   return v;
 }
 

@@ -2,11 +2,13 @@
 # SPDX-License-Identifier: MIT
 """Plots of the DNC planning-budget study (docs/dnc.md) from the CSVs dnc_study writes.
 
-Usage: plot_dnc.py DATA_DIR PNG_DIR. Reads results.csv, pcurve.csv, curves.csv, memory.csv and budget.csv (those
+Usage: plot_dnc.py DATA_DIR PNG_DIR [--tables]. Reads results.csv, pcurve.csv, curves.csv, memory.csv and budget.csv (those
 present); writes dnc_generalization.png (accuracy per problem size, mean over seeds with the seeds' range),
 dnc_pcurve.png (accuracy against the test-time planning budget for fixed trained models: the learned time
 complexity), dnc_memory.png (held bytes against p, the largest p that fits the full-rank p = n memory, and the CPU
-time of each variant) and dnc_training.png (training loss, mean over seeds).
+time of each variant) and dnc_training.png (training loss, mean over seeds). With --tables it also prints the
+result tables of docs/dnc.md (markdown): per task and size, each budget's accuracy over seeds as mean ± standard
+deviation [min, max], and which budget is ahead where the seeds' ranges do not overlap.
 """
 import csv
 import os
@@ -168,8 +170,74 @@ def training(curves, png):
     fig.savefig(png, dpi=110)
 
 
+def stats(values):
+    m = sum(values) / len(values)
+    sd = (sum((v - m) ** 2 for v in values) / (len(values) - 1)) ** 0.5 if len(values) > 1 else float("nan")
+    return m, sd, min(values), max(values)
+
+
+def fmt(values):
+    m, sd, lo, hi = stats(values)
+    return f"{m:.2f} ± {sd:.2f} [{lo:.2f}, {hi:.2f}]"
+
+
+def verdict(a, b, name_a, name_b):
+    """Which of two configurations is ahead, stated only when every seed of one beats every seed of the other."""
+    if min(a) > max(b):
+        return f"**{name_a}**"
+    if min(b) > max(a):
+        return f"**{name_b}**"
+    return "overlap"
+
+
+def tables(results, pcurve_rows):
+    for task, title in TASKS:
+        rows = [r for r in results if r["task"] == task]
+        if not rows:
+            continue
+        acc, first = by_seed(rows, lambda r: int(r["size"]), lambda r: float(r["accuracy"]))
+        labels = sorted(acc, key=lambda l: first[l]["budget"])  # const first
+        sizes = sorted({int(r["size"]) for r in rows})
+        print(f"\n{title}: solved exactly, mean ± sd [min, max] over seeds\n")
+        print("| size | n | " + " | ".join(f"{l} (p)" for l in labels) + " | ahead |")
+        print("|---:|---:|" + "---|" * len(labels) + "---|")
+        for size in sizes:
+            beyond = any(r["beyond_training"] == "1" for r in rows if int(r["size"]) == size)
+            n = next(r["budget_unit"] for r in rows if int(r["size"]) == size)
+            cells = []
+            for l in labels:
+                p = next(r["planning"] for r in rows if r["label"] == l and int(r["size"]) == size)
+                cells.append(f"{fmt(acc[l][size])} ({p})")
+            ahead = verdict(acc[labels[0]][size], acc[labels[-1]][size], labels[0], labels[-1]) \
+                if len(labels) == 2 else ""
+            size_cell = f"**{size}**" if beyond else str(size)
+            print(f"| {size_cell} | {n} | " + " | ".join(cells) + f" | {ahead} |")
+        prow = [r for r in pcurve_rows if r["task"] == task]
+        for size in sorted({int(r["size"]) for r in prow}):
+            sel = [r for r in prow if int(r["size"]) == size]
+            pacc, pfirst = by_seed(sel, lambda r: int(r["planning"]), lambda r: float(r["accuracy"]))
+            ps = sorted({int(r["planning"]) for r in sel})
+            n = sel[0]["budget_unit"]
+            print(f"\n{title.split(' (')[0]}, size {size} (n = {n}): solved exactly at test-time p, mean [min, max]\n")
+            print("| model | " + " | ".join(f"p = {p}" for p in ps) + " |")
+            print("|---|" + "---|" * len(ps))
+            for l in sorted(pacc, key=lambda l: pfirst[l]["budget"]):
+                cells = []
+                for p in ps:
+                    v = pacc[l].get(p)
+                    if not v:
+                        cells.append("")
+                        continue
+                    m, _, lo, hi = stats(v)
+                    mark = "*" if p == int(pfirst[l]["trained_planning"]) else ""
+                    cells.append(f"{m:.2f}{mark} [{lo:.2f}, {hi:.2f}]")
+                print(f"| {l} | " + " | ".join(cells) + " |")
+
+
 def main():
     data, out = sys.argv[1], sys.argv[2]
+    if "--tables" in sys.argv[3:]:
+        tables(read(f"{data}/results.csv"), read(f"{data}/pcurve.csv"))
     generalization(read(f"{data}/results.csv"), f"{out}/dnc_generalization.png")
     pcurve(read(f"{data}/pcurve.csv"), f"{out}/dnc_pcurve.png")
     memory(read(f"{data}/memory.csv"), read(f"{data}/budget.csv"), f"{out}/dnc_memory.png")
