@@ -97,7 +97,7 @@ def pcurve(rows, png):
                            f"trained p = {f['budget_value']}" + ("·n" if f["budget"] == "linear" else ""))
                 ax.axvline(int(f["trained_planning"]) / n, color=COLORS[f["budget"]], ls=":", lw=1)
             ax.set_title(f"{title.split(' (')[0]}, size {size} (n = {n})", fontsize=10)
-            ax.set_xlabel("test-time planning steps p / n (dotted: the training budget)")
+            ax.set_xlabel("test-time p / n (dotted: the training p)")
             ax.set_ylabel("solved exactly")
             ax.set_ylim(-0.02, 1.02)
             ax.grid(alpha=0.3)
@@ -141,8 +141,9 @@ def memory(mem, budget, png):
         ax.set_ylabel(ylabel)
         ax.set_title(title)
         ax.axhline(1.0, color="k", lw=0.8)
+        ax.set_ylim(0, ax.get_ylim()[1] * 1.25)  # room for the legend above the bars
         ax.grid(alpha=0.3, axis="y")
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=8, loc="upper left", ncol=2)
     fig.tight_layout()
     fig.savefig(png, dpi=110)
 
@@ -188,6 +189,19 @@ def verdict(a, b, name_a, name_b):
     if min(b) > max(a):
         return f"**{name_b}**"
     return "overlap"
+
+
+def budget_table(budget):
+    print("\n| task (n at the largest training size) | variant | bytes per step | bytes at p = 0 | largest p (held) |"
+          " largest p (peak) | CPU s / iteration at p = n | vs full | CPU s / iteration at its largest p |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    for task, title in TASKS:
+        for b in [b for b in budget if b["task"] == task]:
+            n = int(b["budget_unit"])
+            print(f"| {title.split(' (')[0]} (n = {n}) | {b['variant']} | {int(b['bytes_per_step']):,} |"
+                  f" {int(b['bytes_at_p0']):,} | {b['p_max']} = {float(b['k_max']):.2f} n |"
+                  f" {b['p_max_peak']} = {float(b['k_max_peak']):.2f} n | {float(b['cpu_s_at_n']):.4f} |"
+                  f" {float(b['time_vs_full_at_n']):.2f} | {float(b['cpu_s_at_p_max']):.4f} |")
 
 
 def tables(results, pcurve_rows):
@@ -237,6 +251,9 @@ def tables(results, pcurve_rows):
 def main():
     data, out = sys.argv[1], sys.argv[2]
     if "--tables" in sys.argv[3:]:
+        budget = read(f"{data}/budget.csv")
+        if budget and "k_max_peak" in budget[0]:
+            budget_table(budget)
         tables(read(f"{data}/results.csv"), read(f"{data}/pcurve.csv"))
     generalization(read(f"{data}/results.csv"), f"{out}/dnc_generalization.png")
     pcurve(read(f"{data}/pcurve.csv"), f"{out}/dnc_pcurve.png")
