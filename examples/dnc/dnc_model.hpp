@@ -17,6 +17,7 @@
 /// sizes) is the narrowest path from memory to output. The memory slot count N is a run-time argument: the
 /// weights do not depend on it, so a trained model can be run with a larger memory (the paper's memory extension).
 
+#include "byte_counter.hpp"
 #include "compact_linear.hpp"
 #include "dnc_memory.hpp"
 
@@ -130,12 +131,10 @@ struct CheckpointedMemoryStep : public torch::autograd::Function<CheckpointedMem
                                                 const torch::Tensor& read_weights_prev,
                                                 const torch::Tensor& write_weights_prev, const torch::Tensor& xi,
                                                 std::int64_t width, std::int64_t reads) {
-    ctx->save_for_backward(
-        {memory, usage_prev, link_prev, precedence_prev, read_weights_prev, write_weights_prev, xi});
+    ctx->save_for_backward({memory, usage_prev, link_prev, precedence_prev, read_weights_prev, write_weights_prev, xi});
     ctx->saved_data["width"] = width;
     ctx->saved_data["reads"] = reads;
-    return run(memory, usage_prev, link_prev, precedence_prev, read_weights_prev, write_weights_prev, xi, width,
-               reads);
+    return run(memory, usage_prev, link_prev, precedence_prev, read_weights_prev, write_weights_prev, xi, width, reads);
   }
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
@@ -185,7 +184,12 @@ struct CheckpointedMemoryStep : public torch::autograd::Function<CheckpointedMem
     s.write_weights = write_weights_prev;
     const State n = memory_step(s, split_interface(xi, width, reads));
     // The read vectors leave unflattened: an output of a custom function should not be a view.
-    return {n.memory, n.usage, n.link, n.precedence, n.read_weights, n.write_weights,
+    return {n.memory,
+            n.usage,
+            n.link,
+            n.precedence,
+            n.read_weights,
+            n.write_weights,
             n.read_vectors.reshape({xi.size(0), reads, width})};
   }
 };
@@ -239,6 +243,13 @@ class LayerImpl : public torch::nn::Module {
 };
 TORCH_MODULE(Layer);
 
+/// f() with its allocations counted under `site`.
+template <class F>
+auto at_site(ByteSite site, F&& f) {
+  const SiteScope scope(site);
+  return f();
+}
+
 /// The DNC: controller weights and the step/run logic (no task-specific parts).
 class DncImpl : public torch::nn::Module {
  public:
@@ -280,19 +291,28 @@ class DncImpl : public torch::nn::Module {
     return s;
   }
 
-  /// One controller + memory step; `*y` receives the output y_t when it is not null (the answer phase).
+  /// One controller + memory step; `*y` receives the output y_t when it is not null (the answer phase). Its
+  /// allocations are counted under their ByteSite (byte_counter.hpp): what the controller layers save of their
+  /// inputs (the concatenated gates input and h_t, or with CompAct the sketches z), the rest of the controller,
+  /// and the memory step.
   State step(const torch::Tensor& x, const State& s, torch::Tensor* y) {
     const index_t h = config_.hidden;
-    const torch::Tensor gates = gates_->forward(torch::cat({x, s.read_vectors, s.h}, 1));
+    const SiteScope controller(ByteSite::kController);
+    const torch::Tensor gates = gates_->forward(at_site(ByteSite::kLinearInput, [&] {
+      return torch::cat({x, s.read_vectors, s.h}, 1);
+    }));
     const torch::Tensor c = torch::sigmoid(gates.narrow(1, h, h)) * s.c +
                             torch::sigmoid(gates.narrow(1, 0, h)) * torch::tanh(gates.narrow(1, 2 * h, h));
-    const torch::Tensor hidden = torch::sigmoid(gates.narrow(1, 3 * h, h)) * torch::tanh(c);
+    const torch::Tensor out_gate = torch::sigmoid(gates.narrow(1, 3 * h, h)), cell = torch::tanh(c);
+    const torch::Tensor hidden = at_site(ByteSite::kLinearInput, [&] { return out_gate * cell; });
     const torch::Tensor head = head_->forward(hidden);
     const torch::Tensor xi = head.narrow(1, config_.output, head.size(1) - config_.output);
     // Checkpointing matters only when autograd records the step; evaluation runs the plain step.
-    State n = config_.checkpoint && torch::GradMode::is_enabled()
-                  ? checkpointed_memory_step(s, xi, config_.width, config_.reads)
-                  : memory_step(s, split_interface(xi, config_.width, config_.reads));
+    State n = at_site(ByteSite::kMemory, [&] {
+      return config_.checkpoint && torch::GradMode::is_enabled()
+                 ? checkpointed_memory_step(s, xi, config_.width, config_.reads)
+                 : memory_step(s, split_interface(xi, config_.width, config_.reads));
+    });
     n.h = hidden;
     n.c = c;
     if (y != nullptr) *y = head.narrow(1, 0, config_.output) + readout_->forward(n.read_vectors);

@@ -26,6 +26,7 @@
 #include "tasks.hpp"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -63,12 +64,12 @@ struct Options {
   index_t rank_div = 4;
   index_t hidden = 128, width = 16, reads = 2, slots = 16, batch = 32;
   index_t iters = 3000, log_every = 100, eval_samples = 256;
-  index_t train_min = -1, train_max = -1;  // defaults per task
-  std::vector<index_t> test_sizes;         // defaults per task
-  std::vector<index_t> sweep_sizes;        // sizes of the test-time budget sweep (defaults per task)
+  index_t train_min = -1, train_max = -1;                   // defaults per task
+  std::vector<index_t> test_sizes;                          // defaults per task
+  std::vector<index_t> sweep_sizes;                         // sizes of the test-time budget sweep (defaults per task)
   std::vector<double> p_sweep{0, 0.25, 0.5, 1, 1.5, 2, 3};  // test-time budgets p = floor(k n)
-  double curriculum = 0;                   // fraction of the iterations over which the largest size grows
-  index_t timing_reps = 7;                 // --memory: timed training iterations per variant and budget
+  double curriculum = 0;    // fraction of the iterations over which the largest size grows
+  index_t timing_reps = 7;  // --memory: timed training iterations per variant and budget
   double lr = 1e-3, clip = 10.0;
   std::uint64_t seed = 1, period = 50;
   int threads = 1;
@@ -322,11 +323,15 @@ struct Trainer {
   }
 };
 
+constexpr int kSites = static_cast<int>(dnc::ByteSite::kCount);
+
 /// Exact bytes of one training pass: held by autograd after the forward pass (saved tensors, outputs, loss) and the
-/// peak over forward and backward, both relative to the live bytes before the pass.
+/// peak over forward and backward, both relative to the live bytes before the pass; `sites` splits `held` by where
+/// in the step each byte was allocated (dnc::ByteSite), and adds up to it.
 struct Footprint {
   std::int64_t held = 0;
   std::int64_t peak = 0;
+  std::array<std::int64_t, kSites> sites{};
 };
 
 Footprint footprint(Trainer& t, const dnc::Task& task, const dnc::Batch& b, index_t slots) {
@@ -335,11 +340,14 @@ Footprint footprint(Trainer& t, const dnc::Task& task, const dnc::Batch& b, inde
   t.forward_backward(task, b, slots);
   t.discard_grads();
   const std::int64_t base = dnc::live_bytes();
+  std::array<std::int64_t, kSites> site_base{};
+  for (int k = 0; k < kSites; ++k) site_base[k] = dnc::live_bytes(static_cast<dnc::ByteSite>(k));
   dnc::reset_peak_bytes();
   Footprint f;
   {
     const torch::Tensor loss = task.loss(t.model->run(b.inputs, b.answer_steps, slots), b);
     f.held = dnc::live_bytes() - base;
+    for (int k = 0; k < kSites; ++k) f.sites[k] = dnc::live_bytes(static_cast<dnc::ByteSite>(k)) - site_base[k];
     loss.backward();
   }
   f.peak = dnc::peak_bytes() - base;
@@ -374,8 +382,8 @@ std::int64_t memory_op_bytes(const dnc::DncConfig& c, index_t batch, index_t slo
   const std::int64_t base = dnc::live_bytes();
   std::int64_t held;
   {
-    const dnc::State n = checkpoint ? dnc::checkpointed_memory_step(s, xi, w, r)
-                                    : dnc::memory_step(s, dnc::split_interface(xi, w, r));
+    const dnc::State n =
+        checkpoint ? dnc::checkpointed_memory_step(s, xi, w, r) : dnc::memory_step(s, dnc::split_interface(xi, w, r));
     // The new state (memory, link, usage, precedence, weightings) stays alive: the next step saves it. The read
     // vectors are not counted here: the next step only concatenates them (the readout saves them, and that is a
     // linear input).
@@ -406,9 +414,11 @@ void append_csv(const std::string& dir, const std::string& name, const std::stri
 // --memory
 
 struct Line {
-  std::int64_t at_zero = 0;       // held bytes at p = 0
-  std::int64_t per_step = 0;      // held bytes per planning step (the peak grows by exactly as much)
-  std::int64_t peak_at_zero = 0;  // peak bytes over forward and backward at p = 0
+  std::int64_t at_zero = 0;                  // held bytes at p = 0
+  std::int64_t per_step = 0;                 // held bytes per planning step (the peak grows by exactly as much)
+  std::int64_t peak_at_zero = 0;             // peak bytes over forward and backward at p = 0
+  std::array<std::int64_t, kSites> sites{};  // per_step by allocation site (dnc::ByteSite); adds up to per_step
+  std::int64_t site(dnc::ByteSite s) const { return sites[static_cast<int>(s)]; }
 };
 
 /// One way to train the DNC: CompAct controller layers or not (at rank in / rank_div), checkpointed memory step or
@@ -420,8 +430,9 @@ struct Variant {
   std::string name() const { return variant_name(compact, rank_div, checkpoint); }
 };
 
-/// Held and peak bytes at planning budgets `ps` (starting 0, 1) on one fixed batch; requires both to be exactly linear
-/// in p with the same slope (the backward pass's scratch does not depend on p).
+/// Held and peak bytes at planning budgets `ps` (starting 0, 1) on one fixed batch; requires both, and the held bytes
+/// of every allocation site, to be exactly linear in p, the peak with the same slope as the held bytes (the backward
+/// pass's scratch does not depend on p).
 Line measure_line(const Options& flags, const dnc::Task& task, const Variant& v, index_t size, std::ostream* csv,
                   const std::vector<index_t>& ps = {0, 1, 2, 4, 8}) {
   Options o = flags;
@@ -434,28 +445,36 @@ Line measure_line(const Options& flags, const dnc::Task& task, const Variant& v,
     f.push_back(footprint(t, task, b, slots_for(o, task, size)));
     if (csv != nullptr) {
       *csv << task.name() << "," << v.name() << "," << (v.compact ? v.rank_div : 0) << "," << (v.checkpoint ? 1 : 0)
-           << "," << size << "," << o.batch << "," << slots_for(o, task, size) << "," << p << "," << f.back().held << ","
-           << f.back().peak << "\n";
+           << "," << size << "," << o.batch << "," << slots_for(o, task, size) << "," << p << "," << f.back().held
+           << "," << f.back().peak << "\n";
     }
   }
-  Line line{f[0].held, f[1].held - f[0].held, f[0].peak};
+  Line line{f[0].held, f[1].held - f[0].held, f[0].peak, {}};
+  for (int j = 0; j < kSites; ++j) line.sites[j] = f[1].sites[j] - f[0].sites[j];
   for (std::size_t k = 1; k < ps.size(); ++k) {
+    for (int j = 0; j < kSites; ++j) {
+      COMPACT_REQUIRE(f[k].sites[j] == f[0].sites[j] + line.sites[j] * ps[k],
+                      v.name() << ": held bytes of site " << j << " are not linear in p: " << f[k].sites[j]
+                               << " at p = " << ps[k] << ", expected " << f[0].sites[j] + line.sites[j] * ps[k]);
+    }
     COMPACT_REQUIRE(f[k].held == line.at_zero + line.per_step * ps[k],
                     v.name() << ": held bytes are not linear in p: " << f[k].held << " at p = " << ps[k]
                              << ", expected " << line.at_zero + line.per_step * ps[k]);
     COMPACT_REQUIRE(f[k].peak == line.peak_at_zero + line.per_step * ps[k],
-                    v.name() << ": peak bytes do not grow by the held bytes per step: " << f[k].peak << " at p = "
-                             << ps[k] << ", expected " << line.peak_at_zero + line.per_step * ps[k]);
+                    v.name() << ": peak bytes do not grow by the held bytes per step: " << f[k].peak
+                             << " at p = " << ps[k] << ", expected " << line.peak_at_zero + line.per_step * ps[k]);
   }
   return line;
 }
 
-/// Checks what each variant saves per planning step against what it should save, to the byte: CompAct exactly the
-/// sketched part of the linear layers' inputs, checkpointing exactly the memory step's intermediates (its bytes
-/// alone minus the checkpointed step's bytes alone). Returns an empty string or what differs.
-std::string check_savings(const Options& o, const dnc::Task& task, const Variant& v, const Line& full,
-                          const Line& line, index_t size) {
-  const std::int64_t full_linear = linear_input_floats(model_config(o, task, false), false) * o.batch * 4;
+/// Checks a variant's measured bytes per planning step, site by site (dnc::ByteSite), against what it should hold, to
+/// the byte: nothing outside the step grows with p; the linear layers keep exactly their inputs x (full rank) or
+/// sketches z (CompAct, r = ceil(in / rank_div) columns) — the sizes of those tensors; the controller's other bytes
+/// are the same in every variant; and checkpointing saves exactly the memory step's intermediates, as the step
+/// measured alone shows (its bytes minus the checkpointed step's). Returns an empty string or what differs.
+std::string check_savings(const Options& o, const dnc::Task& task, const Variant& v, const Line& full, const Line& line,
+                          index_t size) {
+  using dnc::ByteSite;
   Options ov = o;
   ov.rank_div = v.rank_div;
   const std::int64_t linear = linear_input_floats(model_config(ov, task, v.compact), false) * o.batch * 4;
@@ -463,11 +482,21 @@ std::string check_savings(const Options& o, const dnc::Task& task, const Variant
   const std::int64_t ops = v.checkpoint ? memory_op_bytes(model_config(o, task, false), o.batch, slots, false) -
                                               memory_op_bytes(model_config(o, task, false), o.batch, slots, true)
                                         : 0;
-  const std::int64_t want = (full_linear - linear) + ops, got = full.per_step - line.per_step;
-  if (want == got) return {};
   std::ostringstream s;
-  s << v.name() << ": saves " << got << " bytes per planning step, expected " << want << " (" << full_linear - linear
-    << " sketched linear inputs + " << ops << " memory-step intermediates)";
+  s << v.name() << ": per planning step, ";
+  if (line.site(ByteSite::kOther) != 0) {
+    s << line.site(ByteSite::kOther) << " bytes allocated outside the step, expected 0";
+  } else if (line.site(ByteSite::kLinearInput) != linear) {
+    s << "the linear layers hold " << line.site(ByteSite::kLinearInput) << " bytes of inputs, expected " << linear;
+  } else if (line.site(ByteSite::kController) != full.site(ByteSite::kController)) {
+    s << "the controller holds " << line.site(ByteSite::kController) << " bytes besides its linear inputs, full rank "
+      << full.site(ByteSite::kController);
+  } else if (full.site(ByteSite::kMemory) - line.site(ByteSite::kMemory) != ops) {
+    s << "the memory step holds " << line.site(ByteSite::kMemory) << " bytes against full rank's "
+      << full.site(ByteSite::kMemory) << ", expected a saving of " << ops << " (its intermediates, measured alone)";
+  } else {
+    return {};
+  }
   return s.str();
 }
 
@@ -498,7 +527,8 @@ int memory_mode(const Options& flags) {
   csv << "task,variant,rank_div,checkpoint,size,batch,slots,planning,held_bytes,peak_bytes\n";
   std::ofstream budget(flags.out_dir + "/budget.csv");
   budget << "task,variant,rank_div,checkpoint,size,budget_unit,batch,bytes_at_p0,bytes_per_step,"
-            "linear_input_bytes_per_step,memory_op_bytes_per_step,budget_bytes,p_max,k_max,peak_bytes_at_p0,"
+            "linear_input_bytes_per_step,controller_bytes_per_step,memory_step_bytes_per_step,budget_bytes,p_max,k_max,"
+            "peak_bytes_at_p0,"
             "peak_budget_bytes,p_max_peak,k_max_peak,cpu_s_at_n,time_vs_full_at_n,cpu_s_at_p_max,"
             "cpu_at_p_max_vs_full_at_n\n";
   const std::vector<Variant> variants{{false, 4, false}, {true, 2, false}, {true, 4, false},
@@ -534,30 +564,28 @@ int memory_mode(const Options& flags) {
       }
       (own_max ? at_max : at_n) = time_iterations(trainers, batches, *task, slots, o.timing_reps);
     }
-    const std::int64_t op_full = memory_op_bytes(model_config(o, *task, false), o.batch, slots, false);
-    const std::int64_t op_ckpt = memory_op_bytes(model_config(o, *task, false), o.batch, slots, true);
     std::cout << task->name() << " at size " << size << " (n = " << unit << ", batch " << o.batch
               << "), memory budget = full rank at p = n: " << budget_bytes << " bytes\n"
-              << "  variant            bytes@p=0  bytes/step  linear-in/step  memory-op/step  p_max  k_max"
+              << "  variant            bytes@p=0  bytes/step  linear-in/step  controller  memory-step  p_max  k_max"
                  "  p_max(peak)  cpu s@n  vs full  cpu s@p_max\n";
     for (std::size_t k = 0; k < variants.size(); ++k) {
       const Variant& v = variants[k];
-      Options ov = o;
-      ov.rank_div = v.rank_div;
-      const std::int64_t linear = linear_input_floats(model_config(ov, *task, v.compact), false) * o.batch * 4;
-      const std::int64_t ops = v.checkpoint ? op_ckpt : op_full;
+      using dnc::ByteSite;
+      const std::int64_t linear = lines[k].site(ByteSite::kLinearInput),
+                         controller = lines[k].site(ByteSite::kController), memory = lines[k].site(ByteSite::kMemory);
       const double k_max = double(p_max[k]) / double(unit);
       const index_t p_max_peak = (peak_budget - lines[k].peak_at_zero) / lines[k].per_step;
       budget << task->name() << "," << v.name() << "," << (v.compact ? v.rank_div : 0) << "," << (v.checkpoint ? 1 : 0)
              << "," << size << "," << unit << "," << o.batch << "," << lines[k].at_zero << "," << lines[k].per_step
-             << "," << linear << "," << ops << "," << budget_bytes << "," << p_max[k] << "," << k_max << ","
-             << lines[k].peak_at_zero << "," << peak_budget << "," << p_max_peak << ","
-             << double(p_max_peak) / double(unit) << "," << at_n[k] << "," << at_n[k] / at_n[0] << "," << at_max[k] << "," << at_max[k] / at_n[0] << "\n";
+             << "," << linear << "," << controller << "," << memory << "," << budget_bytes << "," << p_max[k] << ","
+             << k_max << "," << lines[k].peak_at_zero << "," << peak_budget << "," << p_max_peak << ","
+             << double(p_max_peak) / double(unit) << "," << at_n[k] << "," << at_n[k] / at_n[0] << "," << at_max[k]
+             << "," << at_max[k] / at_n[0] << "\n";
       std::cout << "  " << std::left << std::setw(17) << v.name() << std::right << std::setw(10) << lines[k].at_zero
-                << std::setw(12) << lines[k].per_step << std::setw(16) << linear << std::setw(16) << ops
-                << std::setw(7) << p_max[k] << std::setw(7) << std::setprecision(3) << k_max << std::setw(13)
-                << (peak_budget - lines[k].peak_at_zero) / lines[k].per_step << std::setw(9)
-                << at_n[k] << std::setw(9) << at_n[k] / at_n[0] << std::setw(13) << at_max[k] << "\n";
+                << std::setw(12) << lines[k].per_step << std::setw(16) << linear << std::setw(12) << controller
+                << std::setw(13) << memory << std::setw(7) << p_max[k] << std::setw(7) << std::setprecision(3) << k_max
+                << std::setw(13) << (peak_budget - lines[k].peak_at_zero) / lines[k].per_step << std::setw(9) << at_n[k]
+                << std::setw(9) << at_n[k] / at_n[0] << std::setw(13) << at_max[k] << "\n";
     }
   }
   // How much each variant saves depends on the controller width against the memory size (associative recall,
@@ -575,8 +603,8 @@ int memory_mode(const Options& flags) {
       const auto task = make_task("ar");
       const index_t unit = task->budget_unit(o.train_max);
       std::vector<Line> lines;
-      for (const Variant& v : {Variant{false, 4, false}, Variant{true, 4, false}, Variant{false, 4, true},
-                               Variant{true, 4, true}}) {
+      for (const Variant& v :
+           {Variant{false, 4, false}, Variant{true, 4, false}, Variant{false, 4, true}, Variant{true, 4, true}}) {
         lines.push_back(measure_line(o, *task, v, o.train_max, nullptr, {0, 1, 2}));
       }
       const std::int64_t budget_bytes = lines[0].at_zero + lines[0].per_step * unit;
@@ -673,8 +701,7 @@ int run_mode(const Options& flags) {
       std::ostringstream row;
       row << o.label << "," << task->name() << "," << o.seed << "," << it << "," << size_ceiling(o, it) << ","
           << last_loss << "," << seconds() << "," << cpu_seconds() - cpu_start;
-      append_csv(o.out_dir, "curves.csv", "label,task,seed,iteration,size_ceiling,loss,seconds,cpu_seconds",
-                 row.str());
+      append_csv(o.out_dir, "curves.csv", "label,task,seed,iteration,size_ceiling,loss,seconds,cpu_seconds", row.str());
       std::cout << "  iter " << it << "  sizes <= " << size_ceiling(o, it) << "  loss " << last_loss << "  "
                 << std::fixed << std::setprecision(1) << seconds() << " s" << std::defaultfloat << std::setprecision(6)
                 << std::endl;
@@ -692,8 +719,8 @@ int run_mode(const Options& flags) {
     const Accuracy acc = evaluate(t, *task, o, size, p);
     std::ostringstream row;
     row << o.label << "," << task->name() << "," << o.seed << "," << budget_kind(o) << "," << o.budget.value << ","
-        << variant << "," << (o.compact ? o.rank_div : 0) << "," << (o.checkpoint ? 1 : 0) << "," << o.curriculum
-        << "," << size << "," << task->budget_unit(size) << "," << p << "," << slots_for(o, *task, size) << ","
+        << variant << "," << (o.compact ? o.rank_div : 0) << "," << (o.checkpoint ? 1 : 0) << "," << o.curriculum << ","
+        << size << "," << task->budget_unit(size) << "," << p << "," << slots_for(o, *task, size) << ","
         << (size > o.train_max ? 1 : 0) << "," << acc.solved << "," << acc.units << "," << o.iters << ","
         << train_seconds << "," << train_cpu << "," << last_loss << "," << mem.held << "," << mem.peak << ",\""
         << o.command << "\"";
@@ -745,8 +772,12 @@ bool smoke_task(Options o, const std::string& name) {
   const Variant full_variant{false, o.rank_div, false};
   const Line full = measure_line(o, *task, full_variant, size, nullptr, {0, 1, 3});
   std::cout << task->name() << ": bytes per planning step " << full.per_step << " (full)";
-  for (const Variant& v : {Variant{true, o.rank_div, false}, Variant{false, o.rank_div, true},
-                           Variant{true, o.rank_div, true}}) {
+  if (const std::string wrong = check_savings(o, *task, full_variant, full, full, size); !wrong.empty()) {
+    std::cout << "\nFAIL: " << wrong << std::endl;
+    return false;
+  }
+  for (const Variant& v :
+       {Variant{true, o.rank_div, false}, Variant{false, o.rank_div, true}, Variant{true, o.rank_div, true}}) {
     const Line line = measure_line(o, *task, v, size, nullptr, {0, 1, 3});
     std::cout << ", " << line.per_step << " (" << v.name() << ")";
     const std::string wrong = check_savings(o, *task, v, full, line, size);

@@ -7,6 +7,7 @@ present); writes dnc_generalization.png (accuracy per problem size, mean over se
 dnc_pcurve.png (accuracy against the test-time planning budget for fixed trained models: the learned time
 complexity), dnc_memory.png (held bytes against p, the largest p that fits the full-rank p = n memory, and the CPU
 time of each variant) and dnc_training.png (training loss, mean over seeds). With --tables it also prints the
+memory tables (bytes and largest p per variant, a planning step's bytes by allocation site) and the
 result tables of docs/dnc.md (markdown): per task and size, each budget's accuracy over seeds as mean ± standard
 deviation [min, max], and which budget is ahead where the seeds' ranges do not overlap.
 """
@@ -204,6 +205,18 @@ def budget_table(budget):
                   f" {float(b['time_vs_full_at_n']):.2f} | {float(b['cpu_s_at_p_max']):.4f} |")
 
 
+def breakdown_table(budget):
+    """Bytes of one planning step by where they were allocated (measured by the byte counter's sites)."""
+    print("\n| task | variant | bytes per step | linear-layer inputs | controller (LSTM, layer outputs) | memory step |")
+    print("|---|---|---:|---:|---:|---:|")
+    for task, title in TASKS:
+        for b in [b for b in budget if b["task"] == task and b["variant"] in VARIANTS]:
+            total = int(b["bytes_per_step"])
+            cells = [f"{int(b[k]):,} ({100 * int(b[k]) / total:.1f}%)" for k in
+                     ("linear_input_bytes_per_step", "controller_bytes_per_step", "memory_step_bytes_per_step")]
+            print(f"| {title.split(' (')[0]} | {b['variant']} | {total:,} | " + " | ".join(cells) + " |")
+
+
 def tables(results, pcurve_rows):
     for task, title in TASKS:
         rows = [r for r in results if r["task"] == task]
@@ -254,6 +267,8 @@ def main():
         budget = read(f"{data}/budget.csv")
         if budget and "k_max_peak" in budget[0]:
             budget_table(budget)
+        if budget and "memory_step_bytes_per_step" in budget[0]:
+            breakdown_table(budget)
         tables(read(f"{data}/results.csv"), read(f"{data}/pcurve.csv"))
     generalization(read(f"{data}/results.csv"), f"{out}/dnc_generalization.png")
     pcurve(read(f"{data}/pcurve.csv"), f"{out}/dnc_pcurve.png")

@@ -354,8 +354,8 @@ class ConvexHull final : public Task {
   }
 
   torch::Tensor loss(const torch::Tensor& outputs, const Batch& b) const override {
-    const torch::Tensor ce = torch::cross_entropy_loss(outputs.reshape({-1, kLabels + 1}), b.targets.reshape({-1}), {},
-                                                       at::Reduction::None);
+    const torch::Tensor ce =
+        torch::cross_entropy_loss(outputs.reshape({-1, kLabels + 1}), b.targets.reshape({-1}), {}, at::Reduction::None);
     const torch::Tensor mask = b.mask.reshape({-1});
     return (ce * mask).sum() / mask.sum();
   }
@@ -482,8 +482,7 @@ class MinCut final : public Task {
 
   torch::Tensor loss(const torch::Tensor& outputs, const Batch& b) const override {
     const torch::Tensor scored = b.targets.ge(0).to(torch::kFloat);
-    return torch::binary_cross_entropy_with_logits(outputs, b.targets.clamp_min(0), scored, {},
-                                                   at::Reduction::Sum) /
+    return torch::binary_cross_entropy_with_logits(outputs, b.targets.clamp_min(0), scored, {}, at::Reduction::Sum) /
            scored.sum();
   }
 
@@ -582,7 +581,8 @@ struct Curriculum {
     if (fraction <= 0) return train_max;
     const index_t lessons = train_max - train_min + 1;
     const double ramp = fraction * static_cast<double>(iterations);
-    const auto lesson = static_cast<index_t>(std::floor(static_cast<double>(it - 1) / ramp * static_cast<double>(lessons)));
+    const auto lesson =
+        static_cast<index_t>(std::floor(static_cast<double>(it - 1) / ramp * static_cast<double>(lessons)));
     return train_min + std::min(lesson, lessons - 1);
   }
 };

@@ -397,6 +397,10 @@ TEST_CASE("shortest path targets are the unique shortest path of the presented g
   }
 }
 
+namespace {
+std::int64_t site_bytes_linear() { return dnc::live_bytes(dnc::ByteSite::kLinearInput); }
+}  // namespace
+
 TEST_CASE("the byte counter sees a CompAct layer hold exactly z and its output") {
   dnc::install_byte_counter();
   const index_t n = 32, m = 16, r = 8, rows = 10;
@@ -411,6 +415,69 @@ TEST_CASE("the byte counter sees a CompAct layer hold exactly z and its output")
   }
   CHECK(held == rows * (r + m) * static_cast<std::int64_t>(sizeof(float)));
   CHECK(dnc::live_bytes() == base);
+}
+
+TEST_CASE("the byte counter counts each allocation under the site current when it was made, until it is freed") {
+  dnc::install_byte_counter();
+  using dnc::ByteSite;
+  const auto site_bytes = [](ByteSite s) { return dnc::live_bytes(s); };
+  const std::int64_t memory0 = site_bytes(ByteSite::kMemory), linear0 = site_bytes(ByteSite::kLinearInput),
+                     other0 = site_bytes(ByteSite::kOther);
+  torch::Tensor kept;
+  {
+    const dnc::SiteScope memory(ByteSite::kMemory);
+    const torch::Tensor a = torch::empty({7, 3});  // 84 bytes, freed at the end of this scope
+    {
+      const dnc::SiteScope linear(ByteSite::kLinearInput);
+      kept = torch::empty({5});  // 20 bytes, kept
+    }
+    const torch::Tensor b = torch::empty({2});  // 8 bytes under kMemory again: the inner scope restored it
+    CHECK(site_bytes(ByteSite::kMemory) - memory0 == 84 + 8);
+    CHECK(site_bytes(ByteSite::kLinearInput) - linear0 == 20);
+  }
+  CHECK(site_bytes(ByteSite::kMemory) == memory0);
+  CHECK(site_bytes(ByteSite::kLinearInput) - linear0 == 20);
+  const torch::Tensor c = torch::empty({4});  // outside every scope
+  CHECK(site_bytes(ByteSite::kOther) - other0 == 16);
+  kept = torch::Tensor();
+  CHECK(site_bytes(ByteSite::kLinearInput) == linear0);
+}
+
+TEST_CASE("a DNC step's linear layers hold exactly [x; r; h] and h at full rank, and the two sketches z with CompAct") {
+  dnc::install_byte_counter();
+  using dnc::ByteSite;
+  for (const bool compact : {false, true}) {
+    CAPTURE(compact);
+    dnc::DncConfig c;
+    c.input = 5;
+    c.output = 3;
+    c.hidden = 12;
+    c.width = 4;
+    c.reads = 2;
+    c.rank_div = 3;
+    c.compact = compact;
+    torch::manual_seed(3);
+    dnc::Dnc model(c);
+    const index_t b = 6, slots = 5;
+    const dnc::State s0 = model->initial_state(b, slots);
+    const torch::Tensor x = torch::randn({b, c.input});
+    const std::int64_t base = site_bytes_linear();
+    std::int64_t held;
+    {
+      torch::Tensor last;  // keeps both steps' graph alive, and nothing else of their states
+      {
+        const dnc::State s1 = model->step(x, s0, nullptr);
+        last = model->step(x, s1, nullptr).memory;
+      }
+      held = site_bytes_linear() - base;
+    }
+    const index_t gates_in = c.input + c.reads * c.width + c.hidden, head_in = c.hidden;
+    const auto kept = [&](index_t in) { return compact ? (in + c.rank_div - 1) / c.rank_div : in; };
+    // Per step, full rank keeps [x; r; h_prev] for the gates and h for the head; CompAct keeps the two sketches and
+    // frees both inputs once the states that held them are gone.
+    CHECK(held == 2 * b * (kept(gates_in) + kept(head_in)) * static_cast<std::int64_t>(sizeof(float)));
+    CHECK(site_bytes_linear() == base);
+  }
 }
 
 TEST_CASE("convex hull targets are the hull's vertices counter-clockwise from the leftmost point, then the end") {
@@ -453,8 +520,9 @@ TEST_CASE("convex hull targets are the hull's vertices counter-clockwise from th
     CHECK(b.targets[h][s][0].item<index_t>() == dnc::ConvexHull::kEnd);
     // Planning steps are empty, and every answer step carries the answer flag whatever the hull's length.
     CHECK(b.inputs.narrow(0, size, planning).select(1, s).abs().sum().item<double>() == 0.0);
-    CHECK(b.inputs.narrow(0, size + planning, b.answer_steps).select(1, s).select(1, 3 + labels).sum().item<index_t>() ==
-          b.answer_steps);
+    CHECK(
+        b.inputs.narrow(0, size + planning, b.answer_steps).select(1, s).select(1, 3 + labels).sum().item<index_t>() ==
+        b.answer_steps);
   }
   CHECK(b.answer_steps == longest);
 }
