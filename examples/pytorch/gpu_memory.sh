@@ -9,6 +9,7 @@
 #      full-rank AdamW (torch's default foreach, and foreach off) and CompAct (r = n/2, n/4, n/8, shared, Gaussian;
 #      r = n/4 SRHT and per-layer), writing $OUT/results.csv and printing the table.
 # Usage: examples/pytorch/gpu_memory.sh [OUT=gpu_out] [BATCH=32] [SIZES="llama-60m llama-130m llama-350m"]
+#        [COMPACT_SKIP_TESTS=1: skip step 2]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-gpu_out}
@@ -32,9 +33,13 @@ step "build compact_torch with CUDA into build-gpu/ (arch $TORCH_CUDA_ARCH_LIST)
 export PYTHONPATH=$PWD/build-gpu/lib PYTHONDONTWRITEBYTECODE=1
 $PY -c "import compact_torch as ct; assert ct.has_cuda(), 'built without CUDA'; print('compact_torch', ct.__version__, 'CUDA backend: yes')"
 
-step "tests (CUDA, then the CPU suite without the multi-process ones)"
-$PY -m pytest -q -p no:cacheprovider -rs examples/pytorch/tests/test_cuda.py
-OMP_NUM_THREADS=4 $PY -m pytest -q -p no:cacheprovider examples/pytorch/tests --ignore=examples/pytorch/tests/test_ddp.py
+if [ "${COMPACT_SKIP_TESTS:-0}" = 1 ]; then  # bench/gpu/device_check.sh runs test_cuda.py itself, first
+  step "tests skipped (COMPACT_SKIP_TESTS=1)"
+else
+  step "tests (CUDA, then the CPU suite without the multi-process ones)"
+  $PY -m pytest -q -p no:cacheprovider -rs examples/pytorch/tests/test_cuda.py
+  OMP_NUM_THREADS=4 $PY -m pytest -q -p no:cacheprovider examples/pytorch/tests --ignore=examples/pytorch/tests/test_ddp.py
+fi
 
 step "peak GPU memory, one training step per configuration (batch $BATCH x 256 tokens)"
 rm -rf "$OUT"

@@ -27,7 +27,10 @@ def read(path):
 def bars(ax, rows, title):
     labels, bottoms = [], [0.0] * len(rows)
     for (key, label), color in zip(PARTS, COLORS):
-        vals = [int(r[key] or 0) / 2**20 for r in rows]
+        # CSVs written since temporaries were split from activations carry both; older ones hold their sum in
+        # "activations".
+        vals = [(int(r[key] or 0) + (int(r.get("temporaries") or 0) if key == "activations" else 0)) / 2**20
+                for r in rows]
         ax.bar(range(len(rows)), vals, bottom=bottoms, color=color, label=label, width=0.7)
         bottoms = [b + v for b, v in zip(bottoms, vals)]
     for i, r in enumerate(rows):

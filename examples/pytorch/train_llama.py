@@ -1,15 +1,16 @@
 # SPDX-License-Identifier: MIT
 """Train a LLaMA-style character model on the `fortunes` text with full-rank AdamW or with CompAct, and measure peak
-training memory the way the paper does (peak allocated bytes: weights, gradients, optimizer state, activations),
-tokens/s and validation loss. See docs/pytorch.md for the results and the exact commands.
+training memory the way the paper does (peak allocated bytes: weights, gradients, optimizer state, activations and
+temporaries), tokens/s and validation loss. See docs/pytorch.md for the results and the exact commands.
 
     python3 examples/pytorch/train_llama.py --opt compact --rank 0.5      # one configuration
     python3 examples/pytorch/train_llama.py --study --out-dir out         # the grid of docs/pytorch.md (a process each)
     python3 examples/pytorch/train_llama.py --smoke                       # a few steps of full and compact, checked
     torchrun --nproc_per_node=2 examples/pytorch/train_llama.py --ddp ... # data parallel (gloo on CPU, NCCL on GPU)
 
-Memory: on the CPU, compact_torch.CpuMemoryTracker counts the exact bytes of every live torch tensor (never RSS);
-on the GPU, torch.cuda.max_memory_allocated. One whole optimizer step (micro-batches, clipping, optimizer) is
+Memory: on the CPU, compact_torch.memory.CpuMemoryTracker counts the exact bytes of every live torch tensor (never
+RSS) and splits activations (tensors saved for backward) from temporaries; on the GPU, torch.cuda.max_memory_allocated
+(activations and temporaries together). One whole optimizer step (micro-batches, clipping, optimizer) is
 measured at --memory-step, after the optimizer state exists. compact's CPU backend mallocs a bounded scratch outside
 torch (one panel of P per call, freed on return); its bound is reported and added to the compact total.
 """
@@ -31,9 +32,9 @@ from compact_torch.llama import PRESETS, LlamaConfig, LlamaForCausalLM
 
 RESULT_FIELDS = ["name", "opt", "rank", "sharing", "dist", "config", "d_model", "layers", "d_ff", "vocab", "params",
                  "batch", "context", "accum", "tokens_per_step", "steps", "device", "dtype", "weights", "gradients",
-                 "optimizer", "activations", "scratch", "total", "vs_full", "final_val_loss", "loss_vs_full",
-                 "tokens_per_s", "seconds", "allreduce_bytes_per_step", "allreduce_compressed_bytes", "world",
-                 "command"]
+                 "optimizer", "activations", "temporaries", "scratch", "total", "vs_full", "final_val_loss",
+                 "loss_vs_full", "tokens_per_s", "seconds", "allreduce_bytes_per_step", "allreduce_compressed_bytes",
+                 "world", "command"]
 
 
 def parse(argv=None):
@@ -75,7 +76,7 @@ def parse(argv=None):
     train.add_argument("--seed", type=int, default=1)
     train.add_argument("--threads", type=int, default=1, help="torch threads (1 on a shared 2-core machine)")
     train.add_argument("--device", default="cpu")
-    train.add_argument("--amp", choices=["off", "bf16"], default="off", help="bf16 autocast (CUDA)")
+    train.add_argument("--amp", choices=["off", "bf16"], default="off", help="bf16 autocast (CPU or CUDA)")
     train.add_argument("--baseline-foreach", choices=["default", "off"], default="default",
                        help="torch.optim.AdamW's foreach for the full-rank baseline")
     train.add_argument("--name", help="the row's name (default: derived from the configuration)")
@@ -166,16 +167,6 @@ def config_name(args):
     return f"compact-{r}-{args.sharing}-{args.dist}"
 
 
-def compact_scratch_bytes(model):
-    """The largest scratch compact's CPU backend mallocs in one call (sketch or unsketch_grad) for this model."""
-    best = 0
-    for layer in ct.compact_layers(model):
-        for unsketch in (False, True):
-            best = max(best, ct._ext.cpu_scratch_bytes(layer.in_features, layer.rank, layer.dist,
-                                                       layer.weight.dtype, unsketch))
-    return best
-
-
 # ---------------------------------------------------------------------------------------------------------------
 # One configuration
 
@@ -200,7 +191,7 @@ def run(args, world=1, rank=0):
     train, val, vocab = load_corpus(args.data_dir)
     # The tracker comes after the corpus (data is not training state) and before the model (whose tensors it must
     # see). It is process-wide, so each configuration runs in its own process for a clean count.
-    tracker = ct.CpuMemoryTracker() if device.type == "cpu" and not args.ddp else None
+    tracker = memory.CpuMemoryTracker() if device.type == "cpu" and not args.ddp else None
     model, config = build_model(args, vocab)
     params = sum(p.numel() for p in model.parameters() if ct.owner_of(p) is None)  # not the Ghat placeholders
     opt = build_optimizer(args, model)
@@ -262,7 +253,7 @@ def run(args, world=1, rank=0):
                       f"{tokens / max(train_time, 1e-9):8.0f} tok/s", flush=True)
         if args.memory_only and step >= args.memory_step:
             break
-    scratch = compact_scratch_bytes(model) if device.type == "cpu" else 0
+    scratch = memory.compact_scratch_bytes(model) if device.type == "cpu" else 0
     row = {
         "name": config_name(args), "opt": args.opt, "rank": args.rank if args.opt == "compact" else "",
         "sharing": args.sharing if args.opt == "compact" else "", "dist": args.dist if args.opt == "compact" else "",
@@ -275,7 +266,9 @@ def run(args, world=1, rank=0):
         "command": " ".join(shlex.quote(a) for a in [os.path.basename(sys.argv[0])] + sys.argv[1:]),
     }
     if mem is not None:
-        row.update({k: mem[k] for k in ("weights", "gradients", "optimizer", "activations")})
+        row.update({k: mem[k] for k in ("weights", "gradients", "optimizer", "activations", "temporaries")})
+        if mem["activations"] is None:  # the GPU's peak does not split them: the rest of the peak, together
+            row["activations"], row["temporaries"] = mem["activations+temporaries"], ""
         row["scratch"] = scratch
         row["total"] = mem["total"] + scratch
     if traffic_steps:
@@ -288,9 +281,8 @@ def run(args, world=1, rank=0):
                   f"total ratio {steady[0] / full_total:.4f}, compressed layers "
                   f"{steady[1] / full_compact if full_compact else float('nan'):.4f}", flush=True)
     if rank == 0 and mem is not None:
-        print("  peak memory (bytes): " + ", ".join(f"{k} {row[k]:,}" for k in
-                                                   ("weights", "gradients", "optimizer", "activations", "scratch",
-                                                    "total")), flush=True)
+        fields = ("weights", "gradients", "optimizer", "activations", "temporaries", "scratch", "total")
+        print("  peak memory (bytes): " + ", ".join(f"{k} {row[k]:,}" for k in fields if row[k] != ""), flush=True)
         if mem.get("missed_frees"):
             print(f"  note: {mem['missed_frees']} storages were released without the tracker's deleter", flush=True)
     row["ghat_bytes"] = sum(layer.out_features * layer.rank * layer.weight.element_size()
@@ -315,9 +307,10 @@ def train_step(net, opt, args, train, step, rank, per_rank, device):
 
 
 def autocast(args, device):
-    """bf16 autocast on CUDA with --amp bf16, else nothing (torch 1.13 probes CUDA even for a disabled autocast)."""
-    if args.amp == "bf16" and device.type == "cuda":
-        return torch.autocast("cuda", dtype=torch.bfloat16)
+    """bf16 autocast (CPU or CUDA) with --amp bf16, else nothing (torch 1.13 probes CUDA even for a disabled
+    autocast)."""
+    if args.amp == "bf16":
+        return torch.autocast(device.type, dtype=torch.bfloat16)
     return contextlib.nullcontext()
 
 
@@ -336,15 +329,19 @@ def evaluate(model, val, args, device):
 # ---------------------------------------------------------------------------------------------------------------
 # Output
 
-def write_results(out_dir, row, curve):
-    os.makedirs(out_dir, exist_ok=True)
-    path = os.path.join(out_dir, "results.csv")
+def append_row(path, fields, row):
+    """Appends ``row`` (missing fields empty) to the CSV at ``path``, writing the header first for a new file."""
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     new = not os.path.exists(path)
     with open(path, "a", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=RESULT_FIELDS)
+        w = csv.DictWriter(f, fieldnames=fields)
         if new:
             w.writeheader()
-        w.writerow({k: row.get(k, "") for k in RESULT_FIELDS})
+        w.writerow({k: row.get(k, "") for k in fields})
+
+
+def write_results(out_dir, row, curve):
+    append_row(os.path.join(out_dir, "results.csv"), RESULT_FIELDS, row)
     path = os.path.join(out_dir, "curves.csv")
     new = not os.path.exists(path)
     with open(path, "a", newline="") as f:

@@ -221,6 +221,31 @@ TEST_CASE("the overlapped schedule orders every panel's generation and GEMM corr
   }
 }
 
+TEST_CASE("only generate and GEMM steps have a buffer, and its offset lies inside the workspace") {
+  // issue_panels forms `workspace + panel_buffer_offset(split, step)` for these steps alone: a record or wait step
+  // carries buffer -1, whose offset would point before the workspace (undefined behaviour even if never used).
+  for (const PanelSchedule s : kSchedules) {
+    for (const index_t capacity : {index_t{300} * 256, index_t{300} * 520, index_t{1} << 20}) {
+      const detail::PanelSplit split = detail::sketch_split(capacity, 300, 260, 8, s);
+      index_t with_buffer = 0;
+      detail::for_each_panel_step(split.count, s, [&](const detail::PanelStep& step) {
+        const bool has = detail::panel_step_has_buffer(step);
+        with_buffer += has;
+        if (!has) {
+          CHECK(step.buffer == -1);
+          CHECK(step.panel == -1);
+          return;
+        }
+        const index_t offset = detail::panel_buffer_offset(split, step);
+        CHECK(offset >= 0);
+        CHECK(offset + 300 * split.ld <= capacity);
+        CHECK(offset == (step.buffer == 0 ? 0 : split.buffer_stride));
+      });
+      CHECK(with_buffer == 2 * split.count);
+    }
+  }
+}
+
 TEST_CASE("the schedule model finds the hazard of every wait left out (the ordering check can fail)") {
   const std::vector<detail::PanelStep> steps = steps_of(5, PanelSchedule::kOverlap);
   index_t waits = 0, caught = 0;

@@ -109,6 +109,43 @@ TEST_CASE("the fused SGD kernel body gives the CPU optimizer's momentum buffer a
   }
 }
 
+TEST_CASE("the fused SGD body for fp16 W stores the increment -lr·alpha·B, finite where B exceeds fp16's range") {
+  // The GPU's CompressedSgd<Cuda, Dist, __half> runs sgd_step_body with ScaledEncode{store_scale, fp16 encode} and
+  // unsketch_grad(N, W, gemm_alpha, beta): sgd_update_scales puts the factor -lr·alpha into N for fp16 W, into the
+  // GEMM for every other W type. Here the kernel body, on the host, with the fp16 bits of core/convert.hpp.
+  struct Fp16Bits {
+    std::uint16_t operator()(float v) const { return compact::fp16_bits_from_fp32(v); }
+  };
+  const double lr = 1e-3, alpha = 0.25;
+  const auto fp16 = compact::detail::sgd_update_scales(true, lr, alpha);
+  const auto other = compact::detail::sgd_update_scales(false, lr, alpha);
+  CHECK(fp16.store_scale == static_cast<float>(-lr * alpha));
+  CHECK(fp16.gemm_alpha == 1.0f);
+  CHECK(other.store_scale == 1.0f);
+  CHECK(other.gemm_alpha == static_cast<float>(-lr * alpha));  // what the bit-exact test above passes
+  const index_t count = 300;
+  std::vector<float> g(count), b(count, 0.0f);
+  for (index_t i = 0; i < count; ++i) g[std::size_t(i)] = (i % 2 ? -1.0f : 1.0f) * (1e5f + float(i));  // |B| > 65504
+  std::vector<float> g_plain = g, b_plain = b;
+  std::vector<std::uint16_t> n(count), n_plain(count);
+  compact::detail::host_launch_threads(kLaunch, [&](const compact::detail::Thread1d& t) {
+    compact::detail::sgd_step_body(t, g.data(), b.data(), n.data(), count, 0.9f, true,
+                                   compact::detail::ScaledEncode<Fp16Bits>{fp16.store_scale, Fp16Bits{}});
+    compact::detail::sgd_step_body(t, g_plain.data(), b_plain.data(), n_plain.data(), count, 0.9f, true, Fp16Bits{});
+  });
+  index_t wrong = 0, inf_plain = 0;
+  for (index_t i = 0; i < count; ++i) {
+    const std::size_t k = std::size_t(i);
+    // B is fp32 and the same either way; N is fp16(fl(store_scale · B)): finite (|N| about 25), one rounding each.
+    wrong += b[k] != b_plain[k];
+    wrong += n[k] != compact::fp16_bits_from_fp32(fp16.store_scale * b[k]);
+    wrong += (n[k] & 0x7C00u) == 0x7C00u;  // inf or NaN
+    inf_plain += (n_plain[k] & 0x7FFFu) == 0x7C00u;
+  }
+  CHECK(wrong == 0);
+  CHECK(inf_plain == count);  // storing B itself would have made every N, hence W, infinite
+}
+
 TEST_CASE("the per-element AdamW math rounds each operation once: N of one element by hand") {
   // g = 2, M = V = 0, first update with b1 = 0.5, b2 = 0.75: M = 1, V = 1, bias corrections 1/(1 - 0.5) = 2 and
   // 1/(1 - 0.75) = 4, N = (1·2) / (sqrt(1·4) + eps) = 2 / (2 + eps); all exact in fp32 but the last division.

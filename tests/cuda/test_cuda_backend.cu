@@ -712,11 +712,28 @@ struct SecondStream {
   ~SecondStream() { cudaStreamDestroy(stream); }
 };
 
+/// Orders work on one stream after the work issued so far on another, through an event (no host synchronization).
+struct StreamOrder {
+  cudaEvent_t event = nullptr;
+  StreamOrder() {
+    compact::detail::check_cuda(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+  }
+  ~StreamOrder() { cudaEventDestroy(event); }
+  StreamOrder(const StreamOrder&) = delete;
+  StreamOrder& operator=(const StreamOrder&) = delete;
+  /// Work issued to `after` from now on runs after the work issued to `before` so far.
+  void then(cudaStream_t before, cudaStream_t after) const {
+    compact::detail::check_cuda(cudaEventRecord(event, before), "cudaEventRecord");
+    compact::detail::check_cuda(cudaStreamWaitEvent(after, event, 0), "cudaStreamWaitEvent");
+  }
+};
+
 __global__ void noop_kernel() {}
 
 }  // namespace
 
-TEST_CASE("cuBLAS: the handle is moved only to another stream, and then gets the caller's workspace back") {
+TEST_CASE(
+    "cuBLAS: the handle is moved only to another stream; the caller's workspace serves the backend's stream only") {
   using G = compact::Projector<compact::Cuda, compact::Gaussian, float>;
   SecondStream other;
   compact::Cuda backend = gpu().backend;
@@ -732,22 +749,30 @@ TEST_CASE("cuBLAS: the handle is moved only to another stream, and then gets the
   cudaStream_t current = nullptr;
   compact::detail::check_cublas(cublasGetStream(backend.cublas, &current), "cublasGetStream");
   CHECK(current == backend.stream);
+  // The same workspace (P's panel) serves both streams' sketches: each is ordered after the previous one.
+  const StreamOrder order;
   {
     const LogCapture log;
-    p.sketch(xv, zv);                // same stream: no cublasSetStream, so the handle's workspace is untouched
-    p.sketch(xv, zv, other.stream);  // another stream: one cublasSetStream, then the caller's workspace again
+    p.sketch(xv, zv);  // same stream: no cublasSetStream, so the handle's workspace is untouched
+    order.then(backend.stream, other.stream);
+    // Another stream: one cublasSetStream, and the handle keeps cuBLAS's own pool there: the caller's workspace
+    // belongs to backend.stream, and lending it to GEMMs on two streams would let them race inside it.
+    p.sketch(xv, zv, other.stream);
+    compact::detail::check_cublas(cublasGetStream(backend.cublas, &current), "cublasGetStream");
+    CHECK(current == other.stream);
+    order.then(other.stream, backend.stream);
+    p.sketch(xv, zv);  // back on backend.stream: cublasSetStream, then the caller's workspace again
     const bool logged = LogCapture::count("cublasGemmEx") > 0;
     if (!logged) MESSAGE("cuBLAS API logging produced no lines here: the call counts below are not checked");
     if (logged) {
-      CHECK(LogCapture::count("cublasSetStream") == 1);
+      CHECK(LogCapture::count("cublasSetStream") == 2);
       CHECK(LogCapture::count("cublasSetWorkspace") == 1);
-      CHECK(LogCapture::count("cublasGemmEx") >= 2);
+      CHECK(LogCapture::count("cublasGemmEx") >= 3);
     }
   }
   compact::detail::check_cublas(cublasGetStream(backend.cublas, &current), "cublasGetStream");
-  CHECK(current == other.stream);
-  compact::detail::check_cuda(cudaStreamSynchronize(other.stream), "cudaStreamSynchronize");
-  compact::detail::check_cublas(cublasSetStream(backend.cublas, backend.stream), "cublasSetStream");  // restore
+  CHECK(current == backend.stream);
+  compact::detail::check_cuda(cudaStreamSynchronize(backend.stream), "cudaStreamSynchronize");
   cublasPointerMode_t mode = CUBLAS_POINTER_MODE_HOST;
   compact::detail::check_cublas(cublasSetPointerMode(backend.cublas, CUBLAS_POINTER_MODE_DEVICE), "pointer mode");
   p.sketch(xv, zv);  // host pointer mode for compact's call, the caller's mode after it
@@ -767,9 +792,16 @@ TEST_CASE_TEMPLATE("a per-call stream gives the same bits as the projector's str
   const thrust::device_vector<T> x = upload(random_scalars<T>(std::size_t(batch * n), 1));
   const thrust::device_vector<T> g = upload(random_scalars<T>(std::size_t(m * r), 2));
   thrust::device_vector<T> z1(std::size_t(batch * r)), z2(z1.size()), o1(std::size_t(m * n)), o2(o1.size());
+  // Every operation goes through the projector's one workspace (the dense panels, the SRHT's two-pass scratch at
+  // n = 70000): operations on the two streams must not overlap in time (the contract), so each is ordered after the
+  // previous one by an event, the other stream's last one before the downloads.
+  const StreamOrder order;
   f.projector.sketch(compact::device_view(x, batch, n), compact::device_view(z1, batch, r));
+  order.then(gpu().backend.stream, other.stream);
   f.projector.sketch(compact::device_view(x, batch, n), compact::device_view(z2, batch, r), other.stream);
+  order.then(other.stream, gpu().backend.stream);
   f.projector.unsketch_grad(compact::device_view(g, m, r), compact::device_view(o1, m, n), 0.5f, 0.0f);
+  order.then(gpu().backend.stream, other.stream);
   f.projector.unsketch_grad(compact::device_view(g, m, r), compact::device_view(o2, m, n), 0.5f, 0.0f, other.stream);
   compact::detail::check_cuda(cudaStreamSynchronize(other.stream), "cudaStreamSynchronize");
   const std::vector<T> a = download(z1), b = download(z2), c = download(o1), d = download(o2);
@@ -833,7 +865,81 @@ TEST_CASE("the SRHT plan and scratch follow the device: one pass up to its share
   gpu().sync();
 }
 
+TEST_CASE("fp32 GEMMs run in fp32 on a handle set to TF32, and the handle's math mode is restored after") {
+  // A short reduction (K = 32) makes the fp32 bound 2 K 2^-24 sum|terms| far tighter than TF32's 10-bit inputs
+  // (relative error up to 2^-11 per product), so a TF32 GEMM would fail check_sketch/check_unsketch.
+  cublasMath_t before = CUBLAS_DEFAULT_MATH;
+  const cublasHandle_t handle = gpu().backend.cublas;
+  compact::detail::check_cublas(cublasGetMathMode(handle, &before), "cublasGetMathMode");
+  const auto tf32 =
+      static_cast<cublasMath_t>(CUBLAS_TF32_TENSOR_OP_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION);
+  compact::detail::check_cublas(cublasSetMathMode(handle, tf32), "cublasSetMathMode");
+  check_sketch<compact::Gaussian, float>(1024, 32, 1024, 0);
+  check_unsketch<compact::Rademacher, float>(1024, 1024, 32, 0, 1.0f, 0.0f);
+  check_compressed_grad<float, float>(32, 0.0f);
+  cublasMath_t after = CUBLAS_DEFAULT_MATH;
+  compact::detail::check_cublas(cublasGetMathMode(handle, &after), "cublasGetMathMode");
+  CHECK(after == tf32);
+  compact::detail::check_cublas(cublasSetMathMode(handle, before), "cublasSetMathMode");
+}
+
+TEST_CASE("a later SRHT projector never lowers an earlier one's shared-memory limit (rows of 2^15, then 2^14)") {
+  // Padded lengths 2^14 and 2^15 run one chunk-kernel instantiation (64 registers per thread) with 66,560 and
+  // 133,120 bytes of shared memory; the attribute keeps the last value set.
+  using T = __nv_bfloat16;
+  const std::size_t shared = compact::detail::max_shared_bytes_per_block(compact::detail::current_device("t"), "t");
+  if (compact::detail::srht_max_chunk_bits(shared) < 15) {
+    MESSAGE("this device gives a block " << shared << " bytes: rows of 2^15 take two passes, nothing to lower");
+    return;
+  }
+  const std::size_t need = compact::detail::fwht_shared_bytes(compact::detail::fwht_shape(15));
+  const auto limit = [] {
+    cudaFuncAttributes a{};
+    compact::detail::check_cuda(
+        cudaFuncGetAttributes(&a,
+                              compact::detail::srht_sketch_chunks_kernel<T, 64, compact::detail::SrhtChunkIo::kDirect>),
+        "cudaFuncGetAttributes");
+    return static_cast<std::size_t>(a.maxDynamicSharedSizeBytes);
+  };
+  Fixture<compact::Srht, T> longer(20000, 300, SketchState{1, 2, 3});
+  CHECK(limit() >= need);
+  Fixture<compact::Srht, T> shorter(12000, 300, SketchState{1, 2, 3});
+  CHECK(limit() >= need);
+  const thrust::device_vector<T> x = upload(random_scalars<T>(std::size_t(4 * 20000), 1));
+  thrust::device_vector<T> z(std::size_t(4 * 300));
+  CHECK_NOTHROW(longer.projector.sketch(compact::device_view(x, 4, 20000), compact::device_view(z, 4, 300)));
+  gpu().sync();
+  check_sketch<compact::Srht, T>(3, 20000, 700, 0);  // and it computes x P
+}
+
 TEST_SUITE("host") {
+  TEST_CASE("fp32 GEMMs pin fp32 math: TF32, tensor-op and bf16x9 modes are cleared, pedantic and flags kept") {
+    using compact::detail::fp32_math_mode;
+    const auto m = [](int v) { return static_cast<cublasMath_t>(v); };
+    const int disallow = CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION;
+    CHECK(fp32_math_mode(CUBLAS_DEFAULT_MATH) == CUBLAS_DEFAULT_MATH);
+    CHECK(fp32_math_mode(CUBLAS_TF32_TENSOR_OP_MATH) == CUBLAS_DEFAULT_MATH);
+    CHECK(fp32_math_mode(CUBLAS_TENSOR_OP_MATH) == CUBLAS_DEFAULT_MATH);
+    CHECK(fp32_math_mode(CUBLAS_FP32_EMULATED_BF16X9_MATH) == CUBLAS_DEFAULT_MATH);
+    CHECK(fp32_math_mode(CUBLAS_PEDANTIC_MATH) == CUBLAS_PEDANTIC_MATH);
+    CHECK(fp32_math_mode(m(CUBLAS_TF32_TENSOR_OP_MATH | disallow)) == m(disallow));
+    CHECK(fp32_math_mode(m(CUBLAS_PEDANTIC_MATH | disallow)) == m(CUBLAS_PEDANTIC_MATH | disallow));
+  }
+
+  TEST_CASE("the cuBLAS workspace belongs to the backend's stream: on() another stream names none") {
+    compact::Cuda be{};
+    be.stream = reinterpret_cast<cudaStream_t>(std::uintptr_t{1} << 20);  // never used
+    be.cublas_workspace = reinterpret_cast<void*>(std::uintptr_t{1} << 30);
+    be.cublas_workspace_bytes = 4096;
+    const compact::Cuda same = be.on(be.stream);
+    CHECK(same.cublas_workspace == be.cublas_workspace);
+    CHECK(same.cublas_workspace_bytes == 4096);
+    const compact::Cuda other = be.on(reinterpret_cast<cudaStream_t>(std::uintptr_t{2} << 20));
+    CHECK(other.cublas_workspace == nullptr);
+    CHECK(other.cublas_workspace_bytes == 0);
+    CHECK(other.cublas == be.cublas);
+  }
+
   TEST_CASE("workspace sizes are pure functions of (n, r): they need no device") {
     using G = compact::Projector<compact::Cuda, compact::Gaussian, __nv_bfloat16>;
     using S = compact::Projector<compact::Cuda, compact::Srht, float>;
@@ -931,6 +1037,48 @@ TEST_SUITE("host") {
 }
 
 TEST_SUITE("sanitize") {
+  TEST_CASE("sanitizer probe: one allocation, one launch") {
+    // device_check.sh runs this under compute-sanitizer first: where the runtime refuses the sanitizer (gVisor:
+    // "Device not supported", then error 999 at the first allocation) it reports the sanitizers unavailable.
+    thrust::device_vector<float> v(256, 1.0f);
+    compact::detail::launch_kernel("noop_kernel", [] { noop_kernel<<<1, 32, 0, gpu().backend.stream>>>(); });
+    gpu().sync();
+    CHECK(download(v)[255] == 1.0f);
+  }
+
+  TEST_CASE("ragged rows and every 16-byte phase, in buffers of exactly their size (for memcheck)") {
+    // memcheck reports an access past an allocation; each buffer here is exactly as long as its view, so a 16-byte
+    // vector load or store running past a row's end (the last row, or a view at an odd phase) is caught.
+    using T = __nv_bfloat16;
+    constexpr index_t kVec = compact::detail::kVec16Elems<T>;
+    const auto exact = [](index_t rows, index_t cols, index_t ld, index_t phase) {
+      return std::size_t(phase + (rows - 1) * ld + cols);
+    };
+    for (const index_t n : {index_t{4104}, index_t{4100}, index_t{1000}, index_t{70000}}) {
+      const index_t batch = 3, r = 40;
+      Fixture<compact::Srht, T> f(n, r, SketchState{4, 5, 6});
+      for (const index_t phase : {index_t{0}, index_t{1}, kVec - 1}) {
+        thrust::device_vector<T> x(exact(batch, n, n, phase)), z(exact(batch, r, r, phase));
+        thrust::device_vector<T> g(exact(batch, r, r, phase)), out(exact(batch, n, n, phase));
+        f.projector.sketch(MatrixView<const T>(thrust::raw_pointer_cast(x.data()) + phase, batch, n, n),
+                           MatrixView<T>(thrust::raw_pointer_cast(z.data()) + phase, batch, r, r));
+        f.projector.unsketch_grad(MatrixView<const T>(thrust::raw_pointer_cast(g.data()) + phase, batch, r, r),
+                                  MatrixView<T>(thrust::raw_pointer_cast(out.data()) + phase, batch, n, n), 1.0f, 0.5f);
+        gpu().sync();
+      }
+    }
+    for (const index_t phase : {index_t{0}, index_t{3}, kVec - 1}) {
+      for (const index_t ld : {index_t{77}, index_t{78}, index_t{80}}) {
+        Fixture<compact::Gaussian, T> f(37, 77, SketchState{2, 7, 1});
+        thrust::device_vector<T> p(exact(37, 77, ld, phase));
+        f.projector.materialize(MatrixView<T>(thrust::raw_pointer_cast(p.data()) + phase, 37, 77, ld));
+        Fixture<compact::Rademacher, T> q(37, 77, SketchState{2, 7, 1});
+        q.projector.materialize(MatrixView<T>(thrust::raw_pointer_cast(p.data()) + phase, 37, 77, ld));
+        gpu().sync();
+      }
+    }
+  }
+
   TEST_CASE("every kernel on a small shape (for compute-sanitizer racecheck and synccheck)") {
     using T = __nv_bfloat16;
     const index_t batch = 3, m = 4;

@@ -75,6 +75,13 @@ std::string error_of(F&& f) {
   return "";
 }
 
+/// A type argument for a generic lambda: the optimizer and its distribution.
+template <class Opt, class Dist>
+struct OptTag {
+  using type = Opt;
+  using dist = Dist;
+};
+
 template <class Dist>
 constexpr std::uint32_t code() {
   return compact::detail::distribution_code<Dist>();
@@ -358,7 +365,213 @@ TEST_CASE("bad arguments to step and accumulate_grad throw compact::error and ch
   CHECK(download(opt.grad().data, std::size_t(m * r)) == g_before);
 }
 
+TEST_CASE("an optimizer on a backend with an overlap sizes its workspace for the overlapped schedule and steps") {
+  // Issue 19: the slots were sized for the serial schedule, so CompressedAdamW<Cuda, Gaussian, bf16>(m, 4096, 64)
+  // on a backend with `overlap` threw at construction (and so did any r < 256). Here it constructs and takes three
+  // steps; the moments (records) are those of the same optimizer on the serial schedule bit for bit (one Ĝ, one
+  // element math), and W within the bound of two roundings of the same exact update.
+  using Bf16 = __nv_bfloat16;
+  using Opt = compact::CompressedAdamW<compact::Cuda, compact::Gaussian, Bf16>;
+  compact::CudaOverlap overlap;
+  compact::Cuda ob = gpu().backend;
+  ob.overlap = overlap.handles();
+  for (const index_t r : {index_t{64}, index_t{200}}) {
+    CAPTURE(r);
+    const index_t m = 48, n = 4096, batch = 8;
+    compact::AdamWOptions o;
+    o.weight_decay = 0.1;
+    const compact::Schedule schedule(3, 2);
+    Opt overlapped(m, n, r, schedule, 1, ob, o);
+    Opt serial(m, n, r, schedule, 1, gpu().backend, o);
+    CHECK(overlapped.projector().schedule() == compact::PanelSchedule::kOverlap);
+    const std::vector<Bf16> w0 = random_scalars<Bf16>(std::size_t(m * n), 7);
+    const DeviceVector<Bf16> wo(w0), ws(w0);
+    for (int t = 0; t < 3; ++t) {
+      const DeviceVector<Bf16> dy(random_scalars<Bf16>(std::size_t(batch * m), 70 + t));
+      const DeviceVector<Bf16> z(random_scalars<Bf16>(std::size_t(batch * r), 80 + t));
+      overlapped.accumulate_grad(dy.cview(batch, m), z.cview(batch, r));
+      serial.accumulate_grad(dy.cview(batch, m), z.cview(batch, r));
+      const std::vector<float> before = to_float(download(ws.data(), std::size_t(m * n)));
+      const DeviceVector<Bf16> p_d(std::vector<Bf16>(std::size_t(n * r)));
+      serial.projector().materialize(p_d.view(n, r));
+      overlapped.step(wo.view(m, n));
+      serial.step(ws.view(m, n));
+      CHECK(overlapped.save_state() == serial.save_state());
+      // Each W' is fl_bf16 of an fp32 GEMM result within γ_{r+3} S of the exact β W + a N Pᵀ (S = |β||W| + |a|
+      // Σ|N||P|; the same W, N, P bits on both sides): they differ by at most 2 (u_bf16 |W'| + (1 + u_bf16) γ S).
+      const std::vector<float> p = to_float(download(p_d.data(), std::size_t(n * r)));
+      const std::vector<float> nn = to_float(download(serial.update().data, std::size_t(m * r)));
+      const std::vector<float> a_w = to_float(download(wo.data(), std::size_t(m * n)));
+      const std::vector<float> b_w = to_float(download(ws.data(), std::size_t(m * n)));
+      const double a = std::abs(static_cast<float>(-o.lr * o.alpha)),
+                   beta = static_cast<float>(1 - o.lr * o.weight_decay);
+      const double g = gamma32(double(r + 3)), u16 = 0x1p-8;
+      int outside = 0;
+      for (index_t i = 0; i < m; ++i) {
+        for (index_t j = 0; j < n; ++j) {
+          double s = beta * std::abs(before[i * n + j]);
+          for (index_t k = 0; k < r; ++k) s += a * std::abs(double(nn[i * r + k]) * p[j * r + k]);
+          const double w_abs = std::max(std::abs(a_w[i * n + j]), std::abs(b_w[i * n + j]));
+          outside += std::abs(double(a_w[i * n + j]) - b_w[i * n + j]) > 2 * (u16 * w_abs + (1 + u16) * g * s);
+        }
+      }
+      CHECK(outside == 0);
+    }
+  }
+}
+
+TEST_CASE("SGD with fp16 W stores the increment -lr·alpha·B: a B beyond fp16's range still updates W finitely") {
+  // B = 1e5 > 65504 would be inf in fp16; the stored N = fp16(float(-lr·alpha) · B) = fp16(-100) is finite, and
+  // W' = β W + N Pᵀ (GEMM alpha 1) within u16 |W'| + (1 + u16) γ_{r+3} (|β||W| + Σ|N||P|).
+  using Half = __half;
+  const index_t m = 6, n = 40, r = 8;
+  compact::SgdOptions o;
+  o.lr = 1e-3;
+  o.momentum = 0.5;
+  compact::CompressedSgd<compact::Cuda, compact::Gaussian, Half> opt(m, n, r, compact::Schedule(3, 0), 0, gpu().backend,
+                                                                     o);
+  const std::vector<float> g(std::size_t(m * r), 1e5f);
+  compact::detail::check_cuda(cudaMemcpy(opt.grad().data, g.data(), g.size() * 4, cudaMemcpyHostToDevice), "Ĝ");
+  const std::vector<Half> w_host = random_scalars<Half>(std::size_t(m * n), 5);
+  const DeviceVector<Half> w(w_host);
+  const DeviceVector<Half> p_d(std::vector<Half>(std::size_t(n * r)));
+  opt.projector().materialize(p_d.view(n, r));
+  opt.step(w.view(m, n));
+  const float increment = compact::detail::rn::mul(static_cast<float>(-o.lr * o.alpha), 1e5f);  // B = Ĝ at step 1
+  const std::vector<Half> nn = download(opt.update().data, std::size_t(m * r));
+  int wrong = 0;
+  for (const Half v : nn) wrong += Traits<Half>::bits(v) != Traits<Half>::bits(Traits<Half>::from_float(increment));
+  CHECK(wrong == 0);
+  const std::vector<Half> w_new = download(w.data(), std::size_t(m * n)),
+                          p_h = download(p_d.data(), std::size_t(n * r));
+  const double beta = static_cast<float>(1 - o.lr * o.weight_decay), g32 = gamma32(double(r + 3)), u16 = 0x1p-11;
+  int outside = 0;
+  for (index_t i = 0; i < m; ++i) {
+    for (index_t j = 0; j < n; ++j) {
+      const double w_old = Traits<Half>::to_float(w_host[i * n + j]);
+      double exact = beta * w_old, s = std::abs(beta * w_old);
+      for (index_t k = 0; k < r; ++k) {
+        const double t = double(Traits<Half>::to_float(nn[i * r + k])) * Traits<Half>::to_float(p_h[j * r + k]);
+        exact += t;
+        s += std::abs(t);
+      }
+      const double got = Traits<Half>::to_float(w_new[i * n + j]);
+      outside += !(std::abs(got - exact) <= u16 * std::abs(exact) + (1 + u16) * g32 * s);  // NaN/inf fail
+    }
+  }
+  CHECK(outside == 0);
+}
+
+TEST_CASE("load_state returns with its stream idle: Ĝ zeroed and the moments copied") {
+  // The memset of a 128 MiB Ĝ takes tens of microseconds: had load_state enqueued it after its last
+  // synchronization, the stream would still be busy when it returns.
+  const index_t m = 8192, n = 4096, r = 4096;
+  using Opt = compact::CompressedAdamW<compact::Cuda, compact::Rademacher, __nv_bfloat16>;
+  Opt opt(m, n, r, compact::Schedule(1, 0), 0, gpu().backend);
+  const std::vector<std::uint8_t> record = opt.save_state();
+  const std::vector<float> ones(std::size_t(m * r), 1.0f);
+  compact::detail::check_cuda(cudaMemcpy(opt.grad().data, ones.data(), ones.size() * 4, cudaMemcpyHostToDevice), "Ĝ");
+  opt.load_state(record);
+  CHECK(cudaStreamQuery(gpu().backend.stream) == cudaSuccess);
+  CHECK(download(opt.grad().data, std::size_t(m * r)) == std::vector<float>(std::size_t(m * r), 0.0f));
+}
+
+TEST_SUITE("sanitize") {
+  TEST_CASE("one step of each optimizer kernel and policy on small shapes (for compute-sanitizer)") {
+    compact::CudaOverlap overlap;
+    compact::Cuda ob = gpu().backend;
+    ob.overlap = overlap.handles();
+    const index_t m = 5, n = 300, r = 70, batch = 3;
+    compact::AdamWOptions o;
+    o.window_policy = compact::WindowPolicy::kTransferFirst;
+    compact::CompressedAdamW<compact::Cuda, compact::Gaussian, float> adam(m, n, r, compact::Schedule(1, 1), 0, ob, o);
+    compact::SgdOptions so;
+    so.window_policy = compact::WindowPolicy::kReset;
+    compact::CompressedSgd<compact::Cuda, compact::Srht, __half> sgd(m, n, r, compact::Schedule(1, 1), 0, gpu().backend,
+                                                                     so);
+    const DeviceVector<float> w(random_scalars<float>(std::size_t(m * n), 1));
+    const DeviceVector<__half> wh(random_scalars<__half>(std::size_t(m * n), 2));
+    for (int t = 0; t < 2; ++t) {
+      const DeviceVector<float> dy(random_scalars<float>(std::size_t(batch * m), 3)),
+          z(random_scalars<float>(std::size_t(batch * r), 4));
+      const DeviceVector<__half> dyh(random_scalars<__half>(std::size_t(batch * m), 5)),
+          zh(random_scalars<__half>(std::size_t(batch * r), 6));
+      adam.accumulate_grad(dy.cview(batch, m), z.cview(batch, r));
+      adam.step(w.view(m, n));
+      sgd.accumulate_grad(dyh.cview(batch, m), zh.cview(batch, r));
+      sgd.step(wh.view(m, n));
+      gpu().sync();
+    }
+    const std::vector<std::uint8_t> record = adam.save_state();
+    adam.load_state(record);
+    gpu().sync();
+  }
+}
+
 TEST_SUITE("host") {
+  TEST_CASE("the projector workspace follows the backend's schedule: an overlapped optimizer's slots hold two panels") {
+    using compact::PanelSchedule;
+    using G = compact::CompressedAdamW<compact::Cuda, compact::Gaussian, __nv_bfloat16>;
+    using R = compact::CompressedSgd<compact::Cuda, compact::Rademacher, float>;
+    using S = compact::CompressedAdamW<compact::Cuda, compact::Srht, __half>;
+    const auto check_slots = [](auto tag, index_t n, index_t r) {
+      using Opt = typename decltype(tag)::type;
+      using P = typename Opt::ProjectorType;
+      CAPTURE(n);
+      CAPTURE(r);
+      for (const PanelSchedule s : {PanelSchedule::kSerial, PanelSchedule::kOverlap}) {
+        if constexpr (std::is_same_v<typename decltype(tag)::dist, compact::Srht>) {
+          CHECK(Opt::min_workspace_bytes(n, r, s) == Opt::min_workspace_bytes(n, r));  // no panels: no schedule
+          CHECK(P::min_workspace_bytes(n, r) <= Opt::slot_bytes(Opt::min_workspace_bytes(n, r, s)));
+        } else {
+          CHECK(P::min_workspace_bytes(n, r, s) <= Opt::slot_bytes(Opt::min_workspace_bytes(n, r, s)));
+          CHECK(P::workspace_bytes(n, r, s) <= Opt::slot_bytes(Opt::workspace_bytes(n, r, s)));
+        }
+      }
+      CHECK(Opt::min_workspace_bytes(n, r) == 2 * compact::detail::align_workspace(P::min_workspace_bytes(n, r)));
+    };
+    for (const index_t n : {index_t{1}, index_t{100}, index_t{300}, index_t{4096}, index_t{5000}}) {
+      for (const index_t r : {index_t{1}, index_t{64}, index_t{100}, index_t{128}, index_t{129}, index_t{255},
+                              index_t{256}, index_t{1024}, n}) {
+        if (r > n) continue;
+        check_slots(OptTag<G, compact::Gaussian>{}, n, r);
+        check_slots(OptTag<R, compact::Rademacher>{}, n, r);
+        check_slots(OptTag<S, compact::Srht>{}, n, r);
+      }
+    }
+    // The backend decides the schedule: overlap for dense projectors, none for the SRHT.
+    compact::Cuda ob{};
+    ob.overlap.side = reinterpret_cast<cudaStream_t>(std::uintptr_t{1} << 20);  // never used: no CUDA call here
+    ob.overlap.generated = reinterpret_cast<cudaEvent_t>(std::uintptr_t{2} << 20);
+    ob.overlap.consumed = reinterpret_cast<cudaEvent_t>(std::uintptr_t{3} << 20);
+    CHECK(G::schedule_of(ob) == PanelSchedule::kOverlap);
+    CHECK(S::schedule_of(ob) == PanelSchedule::kSerial);
+    CHECK(G::schedule_of(compact::Cuda{}) == PanelSchedule::kSerial);
+
+    // The issue's case, m = n = 4096, r = 64 (and r = 200 < 256): with the overlap, the serial-sized workspace is
+    // refused with the overlap's minimum named; the overlap-sized one passes every argument check (the constructor
+    // then fails at its first CUDA call only where there is no device), and so does the projector built on a slot.
+    void* const aligned = reinterpret_cast<void*>(std::uintptr_t{1} << 30);  // never dereferenced
+    for (const index_t r : {index_t{64}, index_t{200}}) {
+      const std::size_t serial = G::min_workspace_bytes(4096, r),
+                        overlapped = G::min_workspace_bytes(4096, r, PanelSchedule::kOverlap);
+      CHECK(serial < overlapped);
+      CHECK(error_of([&] {
+              G(4096, 4096, r, compact::Schedule(1, 10), 0, ob, {}, compact::Workspace{aligned, serial});
+            }).find("min_workspace_bytes(n, r, PanelSchedule::kOverlap)") != std::string::npos);
+      CHECK(error_of([&] {
+              G(4096, 4096, r, compact::Schedule(1, 10), 0, ob, {}, compact::Workspace{aligned, overlapped});
+            }).find("workspace") == std::string::npos);
+      CHECK(error_of([&] {
+              G::ProjectorType(4096, r, {}, ob, compact::Workspace{aligned, G::slot_bytes(overlapped)});
+            }).find("workspace") == std::string::npos);
+      CHECK(error_of([&] {  // the old slot (serial sizing) is what the projector refused
+              G::ProjectorType(4096, r, {}, ob, compact::Workspace{aligned, G::slot_bytes(serial)});
+            })
+                .find("min_workspace_bytes(n, r, PanelSchedule::kOverlap)") != std::string::npos);
+    }
+  }
+
   TEST_CASE("constructors refuse bad shapes, options and workspaces before any CUDA call") {
     using Adam = compact::CompressedAdamW<compact::Cuda, compact::Gaussian, float>;
     using AdamBf16 = compact::CompressedAdamW<compact::Cuda, compact::Srht, __nv_bfloat16>;

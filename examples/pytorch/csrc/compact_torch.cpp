@@ -1,27 +1,27 @@
 // SPDX-License-Identifier: MIT
-/// compact_torch._C: compact's projectors, compressed_grad and a byte-exact CPU allocation tracker for PyTorch.
+/// compact_torch._C: compact's projectors and compressed_grad as PyTorch operators (torch.ops.compact.*).
 ///
-/// One translation unit on purpose (a torch extension TU costs a minute or more to compile). CPU tensors go to
-/// compact's Eigen backend (float32, float64); CUDA tensors, when the extension is built with CUDA
-/// (COMPACT_TORCH_WITH_CUDA), go through cuda_ops.h to compact's CUDA backend (float32, float16, bfloat16) on torch's
-/// current stream and cuBLAS handle, with the projector workspace allocated by torch's caching allocator (so
-/// torch.cuda.max_memory_allocated counts it). Every check runs before anything is written; failures raise
-/// compact_torch.CompactError (a ValueError) carrying compact's message.
+/// One translation unit on purpose (a torch extension TU costs a minute or more to compile). The operators are
+/// registered with TORCH_LIBRARY, so autograd Functions, torch.compile (with the fake kernels registered from Python)
+/// and the dispatcher see them like torch's own. CPU tensors go to compact's Eigen backend (float32, float64; 16-bit
+/// inputs widened to float32); CUDA tensors, when the extension is built with CUDA (COMPACT_TORCH_WITH_CUDA), go
+/// through cuda_ops.h to compact's CUDA backend (float32, float16, bfloat16) on torch's current stream and cuBLAS
+/// handle, with the projector workspace allocated by torch's caching allocator (so torch.cuda.max_memory_allocated
+/// counts it). Every check runs before anything is written; failures raise compact_torch.CompactError (a
+/// ValueError) carrying compact's message, through torch.ops as well as through the pybind11 functions.
+///
+/// Nothing here touches torch's allocators: the byte-exact CPU allocation tracker of the memory measurements is a
+/// separate module (memtrack.cpp, compact_torch._memtrack) that only measuring scripts load.
 
 #include <torch/extension.h>
-#include <c10/core/CPUAllocator.h>
+#include <torch/library.h>
+#include <torch/version.h>
 
 #include <compact/compact.hpp>
 
-#include <algorithm>
 #include <cstdint>
-#include <cstring>
-#include <limits>
-#include <mutex>
 #include <string>
-#include <tuple>
-#include <unordered_map>
-#include <vector>
+#include <type_traits>
 
 #include "cuda_ops.h"
 
@@ -80,9 +80,12 @@ void check_same(const char* fn, const char* ref_name, const torch::Tensor& ref,
 #endif
   );
 #if !defined(COMPACT_TORCH_WITH_CUDA)
-  COMPACT_REQUIRE(!cuda, fn << ": argument " << ref_name
-                            << " is a CUDA tensor but this build of compact_torch has "
-                               "no CUDA backend (rebuild with a CUDA-enabled torch and nvcc)");
+  COMPACT_REQUIRE(!cuda, fn << ": argument " << ref_name << " is a CUDA tensor (" << ref.device()
+                            << ") but this build of compact_torch has no CUDA backend: it was built against a torch "
+                               "without CUDA or on a machine without nvcc (compact_torch.build_info() shows the "
+                               "build). To get it, install the CUDA toolkit (nvcc; set CUDA_HOME) next to a CUDA "
+                               "torch and reinstall: COMPACT_TORCH_CUDA=1 pip install --no-build-isolation "
+                               "--force-reinstall ./examples/pytorch");
 #endif
   const auto st = ref.scalar_type();
   if (cuda) {
@@ -164,7 +167,50 @@ torch::Tensor cuda_workspace(DistId dist, torch::ScalarType st, index_t n, index
 #endif
 
 // ---------------------------------------------------------------------------------------------------------------
-// Operations
+// Sketch state and errors
+
+/// The sketch state of a layer as the ops take it: a CPU int64 tensor (seed, stream, period, step), read when the op
+/// runs, so that a compiled graph takes it as an input instead of baking the step in (no recompilation per step).
+/// seed and stream are compact's uint64 values stored bit for bit; window = step / period (0 when period is 0).
+compact::SketchState read_state(const char* fn, const torch::Tensor& s) {
+  COMPACT_REQUIRE(
+      s.defined() && s.device().is_cpu() && s.scalar_type() == torch::kLong && s.dim() == 1 && s.numel() == 4,
+      fn << ": argument state must be a CPU int64 tensor of 4 entries (seed, stream, period, step), got "
+         << (s.defined() ? std::string(c10::toString(s.scalar_type())) + " of shape " + c10::str(s.sizes()) + " on " +
+                               c10::str(s.device())
+                         : std::string("an undefined tensor")));
+  const torch::Tensor c = s.contiguous();
+  const std::int64_t* v = c.data_ptr<std::int64_t>();
+  COMPACT_REQUIRE(v[2] >= 0 && v[3] >= 0,
+                  fn << ": argument state has period = " << v[2] << " and step = " << v[3] << "; both must be >= 0");
+  const std::uint64_t window = v[2] == 0 ? 0 : static_cast<std::uint64_t>(v[3] / v[2]);
+  return make_state(static_cast<std::uint64_t>(v[0]), static_cast<std::uint64_t>(v[1]), window);
+}
+
+/// compact_torch.CompactError, the Python type every op raises for compact::error (set when the module loads).
+PyObject* compact_error_type = nullptr;
+
+/// Carries compact's message through the dispatcher; torch's Python bindings raise it as python_type().
+struct CompactPyError : public torch::PyTorchError {
+  using torch::PyTorchError::PyTorchError;
+  PyObject* python_type() override { return compact_error_type != nullptr ? compact_error_type : PyExc_ValueError; }
+};
+
+/// Runs an op body, turning compact::error into CompactPyError (the dispatcher does not know pybind11's
+/// translators, so an op called through torch.ops would otherwise raise a RuntimeError).
+template <class F>
+auto translate_errors(F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const compact::error& e) {
+    throw CompactPyError(std::string(e.what()));
+  }
+}
+
+bool is_half(torch::ScalarType st) { return st == torch::kHalf || st == torch::kBFloat16; }
+
+// ---------------------------------------------------------------------------------------------------------------
+// Operations (each registered with TORCH_LIBRARY below; fake kernels are registered from Python)
 
 /// Raises unless a projector (n, r, dist) can be built: compact's own checks and messages (1 <= r <= n, ...).
 void check_projector(index_t n, index_t r, const std::string& dist_name) {
@@ -177,13 +223,16 @@ void check_projector(index_t n, index_t r, const std::string& dist_name) {
   });
 }
 
-torch::Tensor sketch(const torch::Tensor& x_in, index_t r, std::uint64_t seed, std::uint64_t stream,
-                     std::uint64_t window, const std::string& dist_name) {
-  const DistId dist = parse_dist(dist_name);
+/// z = x P (x: B x n). CPU: float32 and float64 natively; float16 and bfloat16 are sketched in float32 and z is
+/// rounded once to the input type (fp32 accumulation, as the CUDA backend does for them). CUDA: float32, float16,
+/// bfloat16.
+torch::Tensor sketch_impl(const torch::Tensor& x_in, index_t r, const compact::SketchState& state, DistId dist) {
+  if (!x_in.is_cuda() && is_half(x_in.scalar_type())) {
+    return sketch_impl(x_in.to(torch::kFloat), r, state, dist).to(x_in.scalar_type());
+  }
   const torch::Tensor x = readable("sketch", "x", x_in);
   check_same("sketch", "x", x, {});
   const index_t n = x.size(1);
-  const compact::SketchState state = make_state(seed, stream, window);
   if (x.is_cuda()) {
 #if defined(COMPACT_TORCH_WITH_CUDA)
     const c10::cuda::CUDAGuard guard(x.device());
@@ -200,107 +249,155 @@ torch::Tensor sketch(const torch::Tensor& x_in, index_t r, std::uint64_t seed, s
     using Scalar = decltype(scalar_tag);
     const compact::Projector<compact::Cpu, Dist, Scalar> p(n, r, state);  // checks 1 <= r <= n first
     z = torch::empty({x.size(0), r}, x.options());
-    const py::gil_scoped_release no_gil;
     p.sketch(view_of<const Scalar>(x), view_of<Scalar>(z));
   });
   return z;
 }
 
-void unsketch_grad_(torch::Tensor& out, const torch::Tensor& g_in, double alpha, double beta, std::uint64_t seed,
-                    std::uint64_t stream, std::uint64_t window, const std::string& dist_name) {
-  const DistId dist = parse_dist(dist_name);
-  const torch::Tensor g = readable("unsketch_grad_", "g", g_in);
-  COMPACT_REQUIRE(out.defined() && out.dim() == 2,
-                  "unsketch_grad_: argument out must be a 2-D tensor, got " << (out.defined() ? out.dim() : 0) << "-D");
-  COMPACT_REQUIRE(out.size(1) <= 1 || (out.stride(1) == 1 && (out.size(0) <= 1 || out.stride(0) >= out.size(1))),
-                  "unsketch_grad_: argument out (written in place) must have unit column stride and row stride >= "
-                  "columns, got strides ("
-                      << out.stride(0) << ", " << out.stride(1) << ")");
-  check_same("unsketch_grad_", "out", out, {{"g", &g}});
-  const index_t n = out.size(1), r = g.size(1);
-  const compact::SketchState state = make_state(seed, stream, window);
-  if (out.is_cuda()) {
+torch::Tensor sketch(const torch::Tensor& x, std::int64_t r, const torch::Tensor& state, c10::string_view dist) {
+  return translate_errors(
+      [&] { return sketch_impl(x, r, read_state("sketch", state), parse_dist(std::string(dist))); });
+}
+
+/// out = alpha g P^T + beta out, in place (g: m x r, out: m x n, one dtype). Bumps out's version counter, so that
+/// autograd sees the write (a tensor saved for backward and then updated fails loudly in backward).
+void unsketch_grad_(const torch::Tensor& out, const torch::Tensor& g_in, double alpha, double beta,
+                    const torch::Tensor& state_t, c10::string_view dist_name) {
+  translate_errors([&] {
+    const DistId dist = parse_dist(std::string(dist_name));
+    const compact::SketchState state = read_state("unsketch_grad_", state_t);
+    const torch::Tensor g = readable("unsketch_grad_", "g", g_in);
+    COMPACT_REQUIRE(out.defined() && out.dim() == 2, "unsketch_grad_: argument out must be a 2-D tensor, got "
+                                                         << (out.defined() ? out.dim() : 0) << "-D");
+    COMPACT_REQUIRE(out.size(1) <= 1 || (out.stride(1) == 1 && (out.size(0) <= 1 || out.stride(0) >= out.size(1))),
+                    "unsketch_grad_: argument out (written in place) must have unit column stride and row stride >= "
+                    "columns, got strides ("
+                        << out.stride(0) << ", " << out.stride(1) << ")");
+    check_same("unsketch_grad_", "out", out, {{"g", &g}});
+    const index_t n = out.size(1), r = g.size(1);
+    if (out.is_cuda()) {
 #if defined(COMPACT_TORCH_WITH_CUDA)
-    const c10::cuda::CUDAGuard guard(out.device());
-    torch::Tensor ws = cuda_workspace(dist, out.scalar_type(), n, r, out.device());
-    cuda::unsketch_grad(cuda_dist(dist), cuda_dtype(out.scalar_type()), state, n, r, g.data_ptr(), g.size(0),
-                        row_stride(g), out.data_ptr(), row_stride(out), alpha, beta, ws.data_ptr(),
+      const c10::cuda::CUDAGuard guard(out.device());
+      torch::Tensor ws = cuda_workspace(dist, out.scalar_type(), n, r, out.device());
+      cuda::unsketch_grad(cuda_dist(dist), cuda_dtype(out.scalar_type()), state, n, r, g.data_ptr(), g.size(0),
+                          row_stride(g), out.data_ptr(), row_stride(out), alpha, beta, ws.data_ptr(),
+                          static_cast<std::size_t>(ws.numel()), cuda_context());
+#endif
+    } else {
+      dispatch_cpu(dist, out.scalar_type(), [&](auto dist_tag, auto scalar_tag) {
+        using Dist = decltype(dist_tag);
+        using Scalar = decltype(scalar_tag);
+        const compact::Projector<compact::Cpu, Dist, Scalar> p(n, r, state);
+        p.unsketch_grad(view_of<const Scalar>(g), view_of<Scalar>(out), static_cast<Scalar>(alpha),
+                        static_cast<Scalar>(beta));
+      });
+    }
+    if (!out.is_inference()) torch::autograd::impl::bump_version(out);
+    return 0;
+  });
+}
+
+/// P (n x r) with the dtype and device of `like` (any tensor, e.g. an empty one). float16/bfloat16 on the CPU: P in
+/// float32 rounded to the type (the entries are fp32 values rounded to nearest even on every backend).
+torch::Tensor materialize(std::int64_t n, std::int64_t r, const torch::Tensor& state_t, c10::string_view dist_name,
+                          const torch::Tensor& like) {
+  return translate_errors([&] {
+    const DistId dist = parse_dist(std::string(dist_name));
+    const compact::SketchState state = read_state("materialize", state_t);
+    COMPACT_REQUIRE(like.defined(), "materialize: argument like is undefined");
+    if (!like.is_cuda() && is_half(like.scalar_type())) {
+      return materialize(n, r, state_t, dist_name, like.to(torch::kFloat)).to(like.scalar_type());
+    }
+    check_same("materialize", "like", like, {});
+    torch::Tensor p;
+    if (like.is_cuda()) {
+#if defined(COMPACT_TORCH_WITH_CUDA)
+      const c10::cuda::CUDAGuard guard(like.device());
+      torch::Tensor ws = cuda_workspace(dist, like.scalar_type(), n, r, like.device());
+      p = torch::empty({n, r}, like.options());
+      cuda::materialize(cuda_dist(dist), cuda_dtype(like.scalar_type()), state, n, r, p.data_ptr(), r, ws.data_ptr(),
                         static_cast<std::size_t>(ws.numel()), cuda_context());
-    return;
+      return p;
 #endif
-  }
-  dispatch_cpu(dist, out.scalar_type(), [&](auto dist_tag, auto scalar_tag) {
-    using Dist = decltype(dist_tag);
-    using Scalar = decltype(scalar_tag);
-    const compact::Projector<compact::Cpu, Dist, Scalar> p(n, r, state);
-    const py::gil_scoped_release no_gil;
-    p.unsketch_grad(view_of<const Scalar>(g), view_of<Scalar>(out), static_cast<Scalar>(alpha),
-                    static_cast<Scalar>(beta));
-  });
-}
-
-/// P (n x r) with the dtype and device of `like` (any tensor, e.g. an empty one).
-torch::Tensor materialize(index_t n, index_t r, std::uint64_t seed, std::uint64_t stream, std::uint64_t window,
-                          const std::string& dist_name, const torch::Tensor& like) {
-  const DistId dist = parse_dist(dist_name);
-  COMPACT_REQUIRE(like.defined(), "materialize: argument like is undefined");
-  check_same("materialize", "like", like, {});
-  const compact::SketchState state = make_state(seed, stream, window);
-  torch::Tensor p;
-  if (like.is_cuda()) {
-#if defined(COMPACT_TORCH_WITH_CUDA)
-    const c10::cuda::CUDAGuard guard(like.device());
-    torch::Tensor ws = cuda_workspace(dist, like.scalar_type(), n, r, like.device());
-    p = torch::empty({n, r}, like.options());
-    cuda::materialize(cuda_dist(dist), cuda_dtype(like.scalar_type()), state, n, r, p.data_ptr(), r, ws.data_ptr(),
-                      static_cast<std::size_t>(ws.numel()), cuda_context());
+    }
+    dispatch_cpu(dist, like.scalar_type(), [&](auto dist_tag, auto scalar_tag) {
+      using Dist = decltype(dist_tag);
+      using Scalar = decltype(scalar_tag);
+      const compact::Projector<compact::Cpu, Dist, Scalar> proj(n, r, state);
+      p = torch::empty({n, r}, like.options());
+      proj.materialize(view_of<Scalar>(p));
+    });
     return p;
-#endif
-  }
-  dispatch_cpu(dist, like.scalar_type(), [&](auto dist_tag, auto scalar_tag) {
-    using Dist = decltype(dist_tag);
-    using Scalar = decltype(scalar_tag);
-    const compact::Projector<compact::Cpu, Dist, Scalar> proj(n, r, state);
-    p = torch::empty({n, r}, like.options());
-    proj.materialize(view_of<Scalar>(p));
   });
-  return p;
 }
 
-/// g = dy^T z + beta g; a new m x r tensor (beta ignored) when g is None.
-torch::Tensor compressed_grad(const torch::Tensor& dy_in, const torch::Tensor& z_in, c10::optional<torch::Tensor> g_in,
-                              double beta) {
+/// g = dy^T z + beta g for dy (B x m) and z (B x r) of one dtype, g (m x r) of that dtype or float32 (16-bit
+/// activations, fp32 gradient: the products are accumulated in fp32 either way). CPU 16-bit inputs are widened to
+/// float32 first.
+void compressed_grad_impl(const torch::Tensor& dy_in, const torch::Tensor& z_in, torch::Tensor& g, double beta) {
   const torch::Tensor dy = readable("compressed_grad", "dy", dy_in);
   const torch::Tensor z = readable("compressed_grad", "z", z_in);
+  if (!dy.is_cuda() && is_half(dy.scalar_type()) && dy.scalar_type() == z.scalar_type()) {
+    COMPACT_REQUIRE(g.scalar_type() == torch::kFloat,
+                    "compressed_grad: the gradient of " << dtype_name(dy) << " activations on the CPU must be float32, "
+                                                        << "got " << dtype_name(g));
+    compressed_grad_impl(dy.to(torch::kFloat), z.to(torch::kFloat), g, beta);
+    return;
+  }
   check_same("compressed_grad", "dy", dy, {{"z", &z}});
   COMPACT_REQUIRE(z.size(0) == dy.size(0),
                   "compressed_grad: argument z has " << z.size(0) << " rows, expected dy.rows = " << dy.size(0));
-  torch::Tensor g;
-  if (g_in.has_value()) {
-    g = *g_in;
-    COMPACT_REQUIRE(
-        g.dim() == 2 && (g.size(1) <= 1 || (g.stride(1) == 1 && (g.size(0) <= 1 || g.stride(0) >= g.size(1)))),
-        "compressed_grad: argument g (written in place) must be 2-D with unit column stride");
-    check_same("compressed_grad", "dy", dy, {{"g", &g}});
-  } else {
-    g = torch::empty({dy.size(1), z.size(1)}, dy.options());
-    beta = 0.0;
-  }
+  COMPACT_REQUIRE(
+      g.dim() == 2 && (g.size(1) <= 1 || (g.stride(1) == 1 && (g.size(0) <= 1 || g.stride(0) >= g.size(1)))),
+      "compressed_grad: argument g (written in place) must be 2-D with unit column stride");
+  COMPACT_REQUIRE(g.size(0) == dy.size(1) && g.size(1) == z.size(1),
+                  "compressed_grad: argument g has shape (" << g.size(0) << ", " << g.size(1) << "), expected (dy.cols"
+                                                            << " = " << dy.size(1) << ", z.cols = " << z.size(1)
+                                                            << ")");
+  COMPACT_REQUIRE(g.device() == dy.device(),
+                  "compressed_grad: argument g is on " << g.device() << " but argument dy is on " << dy.device());
+  const bool float_out = g.scalar_type() == torch::kFloat && dy.scalar_type() != torch::kFloat;
+  COMPACT_REQUIRE(g.scalar_type() == dy.scalar_type() || (float_out && is_half(dy.scalar_type())),
+                  "compressed_grad: argument g has dtype " << dtype_name(g) << "; expected " << dtype_name(dy)
+                                                           << " (the activations' dtype) or, for 16-bit activations, "
+                                                              "Float");
   if (dy.is_cuda()) {
 #if defined(COMPACT_TORCH_WITH_CUDA)
     const c10::cuda::CUDAGuard guard(dy.device());
-    cuda::compressed_grad(cuda_dtype(dy.scalar_type()), dy.data_ptr(), dy.size(0), dy.size(1), row_stride(dy),
-                          z.data_ptr(), z.size(1), row_stride(z), g.data_ptr(), row_stride(g), beta, cuda_context());
-    return g;
+    cuda::compressed_grad(cuda_dtype(dy.scalar_type()), float_out, dy.data_ptr(), dy.size(0), dy.size(1),
+                          row_stride(dy), z.data_ptr(), z.size(1), row_stride(z), g.data_ptr(), row_stride(g), beta,
+                          cuda_context());
+    return;
 #endif
   }
   dispatch_cpu(DistId::kGaussian, dy.scalar_type(), [&](auto, auto scalar_tag) {
     using Scalar = decltype(scalar_tag);
-    const py::gil_scoped_release no_gil;
     compact::compressed_grad<Scalar>(compact::Cpu{}, view_of<const Scalar>(dy), view_of<const Scalar>(z),
                                      view_of<Scalar>(g), static_cast<Scalar>(beta));
   });
-  return g;
+}
+
+/// Ghat = dy^T z, a new m x r tensor of dtype out_dtype (default: dy's).
+torch::Tensor compressed_grad(const torch::Tensor& dy, const torch::Tensor& z,
+                              c10::optional<c10::ScalarType> out_dtype) {
+  return translate_errors([&] {
+    COMPACT_REQUIRE(dy.defined() && dy.dim() == 2 && z.defined() && z.dim() == 2,
+                    "compressed_grad: arguments dy and z must be 2-D tensors");
+    torch::Tensor g = torch::empty({dy.size(1), z.size(1)}, dy.options().dtype(out_dtype.value_or(dy.scalar_type())));
+    compressed_grad_impl(dy, z, g, 0.0);
+    return g;
+  });
+}
+
+/// g = dy^T z + beta g, in place.
+void compressed_grad_(const torch::Tensor& g_in, const torch::Tensor& dy, const torch::Tensor& z, double beta) {
+  translate_errors([&] {
+    COMPACT_REQUIRE(g_in.defined(), "compressed_grad_: argument g is undefined");
+    torch::Tensor g = g_in;
+    compressed_grad_impl(dy, z, g, beta);
+    if (!g.is_inference()) torch::autograd::impl::bump_version(g);
+    return 0;
+  });
 }
 
 /// The per-call scratch compact's CPU backend allocates outside torch (freed when the call returns): a P panel for
@@ -321,182 +418,6 @@ std::int64_t cpu_scratch_bytes(index_t n, index_t r, const std::string& dist_nam
   return bytes;
 }
 
-// ---------------------------------------------------------------------------------------------------------------
-// Byte-exact CPU allocation tracker
-
-/// Wraps torch's CPU allocator and logs every allocation and free made through it while recording. This counts
-/// exactly the bytes torch tensors hold (c10::GetCPUAllocator() serves every CPU tensor torch creates); memory a
-/// library mallocs on its own (e.g. compact's scratch, see cpu_scratch_bytes) is not seen.
-class Tracker {
- public:
-  struct Record {
-    std::uint64_t ptr;
-    std::int64_t bytes;
-    std::int64_t alloc_seq;
-    std::int64_t free_seq;  // -1 while live
-  };
-
-  void on_alloc(void* ptr, std::int64_t bytes) {
-    const std::lock_guard<std::mutex> lock(mutex_);
-    const auto stale = live_.find(ptr);
-    if (stale != live_.end()) {
-      // The address is live in our books, so its memory was released without our deleter (a DataPtr whose context
-      // was taken over, e.g. by storage sharing): it was free before this allocation. Close it here.
-      const std::int64_t seq = ++seq_;
-      live_bytes_ -= stale->second.bytes;
-      if (recording_ && stale->second.record >= 0) {
-        records_[static_cast<std::size_t>(stale->second.record)].free_seq = seq;
-      }
-      ++missed_frees_;
-      live_.erase(stale);
-    }
-    const std::int64_t seq = ++seq_;
-    live_bytes_ += bytes;
-    peak_bytes_ = std::max(peak_bytes_, live_bytes_);
-    std::int64_t index = -1;
-    if (recording_) {
-      index = static_cast<std::int64_t>(records_.size());
-      records_.push_back(Record{reinterpret_cast<std::uint64_t>(ptr), bytes, seq, -1});
-    }
-    live_[ptr] = Live{bytes, seq, index};
-  }
-
-  void on_free(void* ptr) {
-    const std::lock_guard<std::mutex> lock(mutex_);
-    const auto it = live_.find(ptr);
-    if (it == live_.end()) return;
-    const std::int64_t seq = ++seq_;
-    live_bytes_ -= it->second.bytes;
-    if (recording_ && it->second.record >= 0) records_[static_cast<std::size_t>(it->second.record)].free_seq = seq;
-    live_.erase(it);
-  }
-
-  /// Starts a log whose first records are every allocation live now (alloc_seq <= the returned sequence number).
-  std::int64_t start() {
-    const std::lock_guard<std::mutex> lock(mutex_);
-    records_.clear();
-    for (auto& [ptr, l] : live_) {
-      l.record = static_cast<std::int64_t>(records_.size());
-      records_.push_back(Record{reinterpret_cast<std::uint64_t>(ptr), l.bytes, l.seq, -1});
-    }
-    recording_ = true;
-    peak_bytes_ = live_bytes_;
-    return seq_;
-  }
-
-  /// Stops recording; returns the log and sets *peak to the peak live bytes since start().
-  std::vector<Record> stop(std::int64_t* peak) {
-    const std::lock_guard<std::mutex> lock(mutex_);
-    recording_ = false;
-    *peak = peak_bytes_;
-    for (auto& [ptr, l] : live_) l.record = -1;
-    std::vector<Record> out;
-    out.swap(records_);
-    return out;
-  }
-
-  std::int64_t live_bytes() const {
-    const std::lock_guard<std::mutex> lock(mutex_);
-    return live_bytes_;
-  }
-  std::int64_t peak_bytes() const {
-    const std::lock_guard<std::mutex> lock(mutex_);
-    return peak_bytes_;
-  }
-  void reset_peak() {
-    const std::lock_guard<std::mutex> lock(mutex_);
-    peak_bytes_ = live_bytes_;
-  }
-  /// Allocations whose release bypassed the tracker, detected when their address was handed out again.
-  std::int64_t missed_frees() const {
-    const std::lock_guard<std::mutex> lock(mutex_);
-    return missed_frees_;
-  }
-  bool is_live(std::uint64_t ptr) const {
-    const std::lock_guard<std::mutex> lock(mutex_);
-    return live_.count(reinterpret_cast<void*>(ptr)) != 0;
-  }
-
- private:
-  struct Live {
-    std::int64_t bytes;
-    std::int64_t seq;
-    std::int64_t record;
-  };
-  mutable std::mutex mutex_;
-  std::unordered_map<void*, Live> live_;
-  std::vector<Record> records_;
-  std::int64_t seq_ = 0, live_bytes_ = 0, peak_bytes_ = 0, missed_frees_ = 0;
-  bool recording_ = false;
-};
-
-Tracker& tracker() {
-  static Tracker* t = new Tracker();  // never destroyed: tensors may be freed during interpreter shutdown
-  return *t;
-}
-
-class TrackingAllocator final : public c10::Allocator {
- public:
-  explicit TrackingAllocator(c10::Allocator* base) : base_(base) {}
-
-  // torch < 2.3 declares `allocate(size_t) const`, torch >= 2.3 `allocate(size_t)` and a pure `copy_data`: define
-  // all three without `override` so that the right ones override on either side.
-  c10::DataPtr allocate(size_t n) const { return wrap(base_->allocate(n), n); }
-  c10::DataPtr allocate(size_t n) { return wrap(base_->allocate(n), n); }
-  void copy_data(void* dest, const void* src, std::size_t count) const { std::memcpy(dest, src, count); }
-
-  c10::Allocator* base() const { return base_; }
-
- private:
-  struct Context {
-    c10::DataPtr inner;
-  };
-
-  static c10::DataPtr wrap(c10::DataPtr inner, size_t n) {
-    if (n == 0 || inner.get() == nullptr) return inner;
-    void* data = inner.get();
-    const c10::Device device = inner.device();
-    tracker().on_alloc(data, static_cast<std::int64_t>(n));
-    return c10::DataPtr(data, new Context{std::move(inner)}, &TrackingAllocator::release, device);
-  }
-
-  static void release(void* ctx) {
-    auto* c = static_cast<Context*>(ctx);
-    tracker().on_free(c->inner.get());
-    delete c;  // frees the memory through the base allocator's deleter
-  }
-
-  c10::Allocator* base_;
-};
-
-TrackingAllocator* installed_allocator = nullptr;
-
-/// Routes every later CPU tensor allocation through the tracker (idempotent). Tensors allocated before are not seen.
-void tracker_install() {
-  if (installed_allocator != nullptr) return;
-  installed_allocator = new TrackingAllocator(c10::GetCPUAllocator());
-  c10::SetCPUAllocator(installed_allocator, /*priority=*/std::numeric_limits<std::uint8_t>::max());
-}
-
-bool tracker_installed() { return installed_allocator != nullptr; }
-
-/// Stops recording: (log as int64 rows (ptr, bytes, alloc_seq, free_seq or -1), peak live bytes since start). The
-/// peak is read before the log tensor itself is allocated.
-std::tuple<torch::Tensor, std::int64_t> tracker_stop() {
-  std::int64_t peak = 0;
-  const std::vector<Tracker::Record> records = tracker().stop(&peak);
-  torch::Tensor out = torch::empty({static_cast<std::int64_t>(records.size()), 4}, torch::kLong);
-  auto a = out.accessor<std::int64_t, 2>();
-  for (std::size_t i = 0; i < records.size(); ++i) {
-    const auto k = static_cast<std::int64_t>(i);
-    a[k][0] = static_cast<std::int64_t>(records[i].ptr);
-    a[k][1] = records[i].bytes;
-    a[k][2] = records[i].alloc_seq;
-    a[k][3] = records[i].free_seq;
-  }
-  return {out, peak};
-}
-
 bool has_cuda() {
 #if defined(COMPACT_TORCH_WITH_CUDA)
   return true;
@@ -505,40 +426,67 @@ bool has_cuda() {
 #endif
 }
 
+/// What this extension was compiled with; compact_torch.build_info() adds what setup.py recorded.
+py::dict build_info() {
+  py::dict info;
+  info["compact_version"] = std::to_string(COMPACT_VERSION_MAJOR) + "." + std::to_string(COMPACT_VERSION_MINOR) + "." +
+                            std::to_string(COMPACT_VERSION_PATCH);
+  info["torch_version"] = std::to_string(TORCH_VERSION_MAJOR) + "." + std::to_string(TORCH_VERSION_MINOR) + "." +
+                          std::to_string(TORCH_VERSION_PATCH);  // from the headers compiled against
+  info["cplusplus"] = static_cast<long>(__cplusplus);
+  info["cuda"] = has_cuda();
+  info["blas"] = compact::gemm_engine_available(compact::GemmEngine::kBlas);
+  return info;
+}
+
+/// The kernels of the operators; one function per op serves CPU and (in a CUDA build) CUDA tensors.
+void impl_kernels(torch::Library& m) {
+  m.impl("sketch", &sketch);
+  m.impl("unsketch_grad_", &unsketch_grad_);
+  m.impl("materialize", &materialize);
+  m.impl("compressed_grad", &compressed_grad);
+  m.impl("compressed_grad_", &compressed_grad_);
+}
+
 }  // namespace
 }  // namespace compact_torch
 
+// The operator library: torch.ops.compact.*. The schemas are what torch.compile traces (with the fake kernels of
+// compact_torch/_ext.py); one kernel per op serves CPU and, in a CUDA build, CUDA tensors.
+TORCH_LIBRARY(compact, m) {
+  m.def("sketch(Tensor x, int rank, Tensor state, str dist) -> Tensor");
+  m.def("unsketch_grad_(Tensor(a!) out, Tensor g, float alpha, float beta, Tensor state, str dist) -> ()");
+  m.def("materialize(int n, int rank, Tensor state, str dist, Tensor like) -> Tensor");
+  m.def("compressed_grad(Tensor dy, Tensor z, ScalarType? out_dtype=None) -> Tensor");
+  m.def("compressed_grad_(Tensor(a!) g, Tensor dy, Tensor z, float beta) -> ()");
+}
+
+TORCH_LIBRARY_IMPL(compact, CPU, m) { compact_torch::impl_kernels(m); }
+
+// CUDA tensors reach the same kernels in every build: with the CUDA backend compiled in they run on it; in a CPU-only
+// build the kernels' device check raises an error naming the missing backend and how to get it (rather than the
+// dispatcher's "could not run 'compact::sketch' with arguments from the 'CUDA' backend").
+TORCH_LIBRARY_IMPL(compact, CUDA, m) { compact_torch::impl_kernels(m); }
+
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   namespace ct = compact_torch;
-  m.doc() = "compact's seeded random projections for PyTorch tensors (see compact_torch for the Python API)";
-  pybind11::register_exception<compact::error>(m, "CompactError", PyExc_ValueError);
+  m.doc() =
+      "compact's seeded random projections for PyTorch tensors: the ops are torch.ops.compact.* (see "
+      "compact_torch for the Python API)";
+  static pybind11::exception<compact::error> error_type(m, "CompactError", PyExc_ValueError);
+  ct::compact_error_type = error_type.ptr();
+  pybind11::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const compact::error& e) {
+      PyErr_SetString(ct::compact_error_type, e.what());
+    }
+  });
   m.def("check_projector", &ct::check_projector, "raise unless Projector(n, r) of `dist` can be built",
         pybind11::arg("n"), pybind11::arg("r"), pybind11::arg("dist"));
-  m.def("sketch", &ct::sketch, "z = x P (x: B x n) for the state (seed, stream, window)", pybind11::arg("x"),
-        pybind11::arg("r"), pybind11::arg("seed"), pybind11::arg("stream"), pybind11::arg("window"),
-        pybind11::arg("dist"));
-  m.def("unsketch_grad_", &ct::unsketch_grad_, "out = alpha g P^T + beta out, in place (g: m x r, out: m x n)",
-        pybind11::arg("out"), pybind11::arg("g"), pybind11::arg("alpha"), pybind11::arg("beta"), pybind11::arg("seed"),
-        pybind11::arg("stream"), pybind11::arg("window"), pybind11::arg("dist"));
-  m.def("materialize", &ct::materialize, "P itself (n x r), for tests and debugging", pybind11::arg("n"),
-        pybind11::arg("r"), pybind11::arg("seed"), pybind11::arg("stream"), pybind11::arg("window"),
-        pybind11::arg("dist"), pybind11::arg("like"));
-  m.def("compressed_grad", &ct::compressed_grad, "g = dy^T z + beta g (a new m x r tensor when g is None)",
-        pybind11::arg("dy"), pybind11::arg("z"), pybind11::arg("g") = pybind11::none(), pybind11::arg("beta") = 0.0);
   m.def("cpu_scratch_bytes", &ct::cpu_scratch_bytes, "bytes compact's CPU backend mallocs for one call",
         pybind11::arg("n"), pybind11::arg("r"), pybind11::arg("dist"), pybind11::arg("is_double"),
         pybind11::arg("unsketch"));
   m.def("has_cuda", &ct::has_cuda, "whether this build has compact's CUDA backend");
-  m.def("tracker_install", &ct::tracker_install, "route later CPU tensor allocations through the byte tracker");
-  m.def("tracker_installed", &ct::tracker_installed);
-  m.def(
-      "tracker_start", [] { return ct::tracker().start(); },
-      "start logging allocations (live ones first); returns the current sequence number");
-  m.def("tracker_stop", &ct::tracker_stop,
-        "stop logging; (rows (ptr, bytes, alloc_seq, free_seq or -1), peak live bytes since start)");
-  m.def("tracker_live_bytes", [] { return ct::tracker().live_bytes(); });
-  m.def("tracker_peak_bytes", [] { return ct::tracker().peak_bytes(); });
-  m.def("tracker_reset_peak", [] { ct::tracker().reset_peak(); });
-  m.def("tracker_is_live", [](std::uint64_t ptr) { return ct::tracker().is_live(ptr); });
-  m.def("tracker_missed_frees", [] { return ct::tracker().missed_frees(); });
+  m.def("build_info", &ct::build_info, "what this extension was compiled with (see compact_torch.build_info)");
 }

@@ -113,6 +113,7 @@ struct Materialize {
 };
 
 struct CompressedGrad {
+  bool float_out;
   const void* dy;
   index_t rows, m, dy_stride;
   const void* z;
@@ -123,10 +124,17 @@ struct CompressedGrad {
   Context ctx;
   template <class Dist, class Scalar>
   int operator()(Dist, Scalar) const {
-    compact::compressed_grad<Scalar, Scalar>(
-        backend_of(ctx), compact::MatrixView<const Scalar>(static_cast<const Scalar*>(dy), rows, m, dy_stride),
-        compact::MatrixView<const Scalar>(static_cast<const Scalar*>(z), rows, r, z_stride),
-        compact::MatrixView<Scalar>(static_cast<Scalar*>(g), m, r, g_stride), static_cast<float>(beta));
+    const compact::MatrixView<const Scalar> dyv(static_cast<const Scalar*>(dy), rows, m, dy_stride);
+    const compact::MatrixView<const Scalar> zv(static_cast<const Scalar*>(z), rows, r, z_stride);
+    if (float_out) {
+      compact::compressed_grad<Scalar, float>(backend_of(ctx), dyv, zv,
+                                              compact::MatrixView<float>(static_cast<float*>(g), m, r, g_stride),
+                                              static_cast<float>(beta));
+    } else {
+      compact::compressed_grad<Scalar, Scalar>(backend_of(ctx), dyv, zv,
+                                               compact::MatrixView<Scalar>(static_cast<Scalar*>(g), m, r, g_stride),
+                                               static_cast<float>(beta));
+    }
     return 0;
   }
 };
@@ -157,11 +165,12 @@ void materialize(DistId dist, Dtype dtype, compact::SketchState state, std::int6
   dispatch(dist, dtype, Materialize{state, n, r, p, p_stride, compact::Workspace{workspace, workspace_size}, ctx});
 }
 
-void compressed_grad(Dtype dtype, const void* dy, std::int64_t rows, std::int64_t m, std::int64_t dy_stride,
-                     const void* z, std::int64_t r, std::int64_t z_stride, void* g, std::int64_t g_stride, double beta,
-                     Context ctx) {
+void compressed_grad(Dtype dtype, bool float_out, const void* dy, std::int64_t rows, std::int64_t m,
+                     std::int64_t dy_stride, const void* z, std::int64_t r, std::int64_t z_stride, void* g,
+                     std::int64_t g_stride, double beta, Context ctx) {
   // The distribution plays no part in compressed_grad; Gaussian only selects the dispatch's scalar branch.
-  dispatch(DistId::kGaussian, dtype, CompressedGrad{dy, rows, m, dy_stride, z, r, z_stride, g, g_stride, beta, ctx});
+  dispatch(DistId::kGaussian, dtype,
+           CompressedGrad{float_out, dy, rows, m, dy_stride, z, r, z_stride, g, g_stride, beta, ctx});
 }
 
 }  // namespace cuda

@@ -44,10 +44,11 @@ void unsketch_grad(DistId dist, Dtype dtype, compact::SketchState state, std::in
 void materialize(DistId dist, Dtype dtype, compact::SketchState state, std::int64_t n, std::int64_t r, void* p,
                  std::int64_t p_stride, void* workspace, std::size_t workspace_size, Context ctx);
 
-/// g (m x r) = dy^T (rows x m) z (rows x r) + beta g.
-void compressed_grad(Dtype dtype, const void* dy, std::int64_t rows, std::int64_t m, std::int64_t dy_stride,
-                     const void* z, std::int64_t r, std::int64_t z_stride, void* g, std::int64_t g_stride, double beta,
-                     Context ctx);
+/// g (m x r) = dy^T (rows x m) z (rows x r) + beta g; g has dy's type, or float32 when float_out (16-bit
+/// activations, fp32 gradient; fp32 accumulation either way).
+void compressed_grad(Dtype dtype, bool float_out, const void* dy, std::int64_t rows, std::int64_t m,
+                     std::int64_t dy_stride, const void* z, std::int64_t r, std::int64_t z_stride, void* g,
+                     std::int64_t g_stride, double beta, Context ctx);
 
 }  // namespace cuda
 }  // namespace compact_torch

@@ -53,3 +53,25 @@ def main(rank, world, port, out_dir, compact):
 def spawn_main(rank, world, port, out_dir):
     for compact in (False, True):
         main(rank, world, port + int(compact), out_dir, compact)
+
+
+def mismatch_main(rank, world, port, out_dir):
+    """DDP over a compressed model where rank 1 alone loads a different step (as a checkpoint loaded on one rank
+    would): the next forward must raise on both ranks, naming the layer. Writes each rank's message."""
+    torch.set_num_threads(1)
+    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    model, _ = build(True)
+    ddp = ct.DistributedDataParallel(model, broadcast_buffers=False)
+    ids = global_batch(0)[rank:rank + 1]
+    ddp(ids, ids).backward()  # agree: fine
+    if rank == 1:
+        model.model.layers[1].mlp.down_proj.step = 7
+    try:
+        ddp(ids, ids)
+        message = "no error"
+    except ct.CompactError as e:
+        message = str(e)
+    with open(os.path.join(out_dir, f"mismatch{rank}.txt"), "w") as f:
+        f.write(message)
+    dist.destroy_process_group()

@@ -71,6 +71,18 @@ def test_saved_activation_bytes_drop_by_exactly_the_compressed_inputs(rank, shar
     assert saved_full.bytes - saved.bytes == 2 * per_block
 
 
+def test_siblings_share_one_stored_z_from_the_first_forward_on():
+    # The first forward decides the sharing; the layer that adopts a sibling's stream must also find its z then,
+    # not compute and store a second copy.
+    ids = batch()
+    model = ct.compress(tiny_llama(), rank=0.25)
+    with SavedTensorBytes(model) as first:
+        model(ids, ids).backward()
+    with SavedTensorBytes(model) as second:
+        model(ids, ids).backward()
+    assert first.bytes == second.bytes
+
+
 def test_include_and_exclude_patterns():
     model = tiny_llama()
     ct.compress(model, include=["*.mlp.*"], exclude=["*.down_proj"])

@@ -56,3 +56,21 @@ def test_a_compressed_model_trains_on_the_gpu_with_bf16_autocast():
     assert losses[-1] < 0.8 * losses[0]
     q = model.model.layers[0].self_attn.q_proj
     assert q.weight.dtype == torch.float32 and q.weight_ghat.stride() == (0, 0)
+
+
+@pytest.mark.parametrize("dist", ["gaussian", "rademacher"])
+def test_fp32_sketches_stay_fp32_when_torch_allows_tf32(dist):
+    """torch puts its cuBLAS handle in TF32 mode when allow_tf32 is on; compact's fp32 GEMMs on that handle pin fp32
+    math (issue 19). A short reduction (n = 32) makes the fp32 bound gamma_33 far tighter than TF32's 10-bit inputs
+    (a relative error up to 2^-11 per product), so a sketch that ran in TF32 fails it."""
+    torch.manual_seed(1)
+    n, r, b = 32, 1024, 1024
+    x = torch.randn(b, n)
+    p = ct.materialize(n, r, 5, 2, 1, dist, dtype=torch.float64)
+    allowed = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = True
+    try:
+        z = ct.sketch(x.cuda(), r, 5, 2, 1, dist).cpu().double()
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = allowed
+    assert ((z - x.double() @ p).abs() <= gamma(n + 1, torch.float32) * (x.double().abs() @ p.abs())).all()

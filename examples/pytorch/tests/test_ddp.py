@@ -181,3 +181,12 @@ def test_all_reduce_carries_ghat_not_the_weight(ddp_runs):
             assert log["compressed_bytes"] == ghat_bytes  # r/n of the compressed layers' m x n: here 1/4
             assert log["total_bytes"] == dense_bytes + ghat_bytes
     assert ghat_bytes * 4 == weight_bytes
+
+
+def test_ranks_that_disagree_on_a_sketch_state_raise_before_reducing(tmp_path):
+    mp.spawn(worker.mismatch_main, args=(WORLD, free_port(), str(tmp_path)), nprocs=WORLD, join=True)
+    for rank in range(WORLD):
+        message = open(os.path.join(tmp_path, f"mismatch{rank}.txt")).read()
+        assert "ranks disagree on the sketch state of layer 'model.layers.1.mlp.down_proj'" in message, message
+        assert "rank 0: seed 5, stream 11, period 2, step 0, r = 88" in message, message
+        assert "rank 1: seed 5, stream 11, period 2, step 7, r = 88" in message, message

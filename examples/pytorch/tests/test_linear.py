@@ -49,14 +49,18 @@ def test_forward_dx_db_equal_nn_linear_and_ghat_is_projected_weight_gradient(dis
 
 
 def test_gradcheck_dx_and_db_in_double():
+    # dx and db of CompactLinear's own autograd Function (not F.linear's) against finite differences. gradcheck
+    # perturbs the bias in place, and the layer reads that very tensor; the placeholder requires grad, so the forward
+    # goes through the Function. Ghat is not a derivative of y (the placeholder does not enter y): it is checked
+    # against the projected full gradient in test_forward_dx_db_equal_nn_linear_and_ghat_is_projected_weight_gradient.
     _, layer = make_pair(n=10, m=6, rank=4)
     x = torch.randn(3, 10, dtype=torch.float64, requires_grad=True)
-    layer.weight_ghat.requires_grad_(False)  # Ghat is not a derivative of y with respect to the placeholder
-    fn = lambda inp, b: torch.nn.functional.linear(inp, layer.weight, b)  # noqa: E731
-    assert torch.autograd.gradcheck(lambda inp: layer(inp), (x,))
-    assert torch.autograd.gradcheck(fn, (x, layer.bias))
-    layer.weight_ghat.requires_grad_(True)
-    assert torch.autograd.gradcheck(lambda inp: layer(inp), (x,))
+    assert layer.weight_ghat.requires_grad and layer.bias.requires_grad
+    assert type(layer(x).grad_fn).__name__ == "_CompactLinearFunctionBackward"
+    assert torch.autograd.gradcheck(lambda inp, bias: layer(inp), (x, layer.bias))
+    # The same with a batch dimension (dx reshaped back, db summed over both leading dimensions).
+    x3 = torch.randn(2, 3, 10, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda inp, bias: layer(inp), (x3, layer.bias))
 
 
 @pytest.mark.parametrize("dist", DISTS)
@@ -83,11 +87,35 @@ def test_accumulated_micro_batches_equal_one_batch():
     assert ((split - layer.weight_ghat.grad).abs() <= bound).all()
 
 
-def test_eval_and_no_grad_are_a_plain_linear_and_save_nothing():
+class _CountingOps:
+    """torch.ops.compact with its sketch calls counted."""
+
+    def __init__(self, ops):
+        self._ops, self.sketches = ops, 0
+
+    def __getattr__(self, name):
+        return getattr(self._ops, name)
+
+    def sketch(self, *args, **kwargs):
+        self.sketches += 1
+        return self._ops.sketch(*args, **kwargs)
+
+
+def test_eval_and_no_grad_are_a_plain_linear_and_save_nothing(monkeypatch):
     ref, layer = make_pair()
+    ops = _CountingOps(ct.linear._ext.ops)
+    monkeypatch.setattr(ct.linear._ext, "ops", ops)
     x = torch.randn(5, 48, dtype=torch.float64)
-    with torch.no_grad():
-        assert torch.equal(layer(x), ref(x))
+    # Training with autograd (the control): one sketch, z (5 x 12 doubles) saved.
+    with SavedTensorBytes(layer) as saved:
+        y = layer(x)
+    assert ops.sketches == 1 and saved.bytes == 5 * 12 * 8 and y.grad_fn is not None
+    # Evaluation: eval() and no_grad give F.linear's bits, no sketch, nothing saved, no graph.
+    layer.eval()
+    with torch.no_grad(), SavedTensorBytes(layer) as saved:
+        y = layer(x)
+    assert torch.equal(y, ref(x))
+    assert ops.sketches == 1 and saved.bytes == 0 and y.grad_fn is None
 
 
 def test_placeholder_holds_no_memory_and_survives_to_deepcopy_and_state_dict():
@@ -99,17 +127,34 @@ def test_placeholder_holds_no_memory_and_survives_to_deepcopy_and_state_dict():
     assert converted.weight_ghat.stride() == (0, 0) and converted.weight_ghat.dtype == torch.float32
     assert ct.owner_of(converted.weight_ghat) is converted
     sd = layer.state_dict()
-    assert "weight_ghat" not in sd and "weight" in sd
-    layer.step = 7
+    assert list(sd) == ["weight", "bias"]  # exactly nn.Linear's keys: no placeholder, no extra state
     buf = io.BytesIO()
     torch.save(layer.state_dict(), buf)
     buf.seek(0)
     fresh = ct.CompactLinear(48, 20, rank=12, dtype=torch.float64)
     names = [n for n, _ in fresh.named_parameters()]
-    fresh.load_state_dict(torch.load(buf))
+    fresh.load_state_dict(torch.load(buf), strict=True)
     assert [n for n, _ in fresh.named_parameters()] == names
-    assert fresh.step == 7 and fresh.seed == 3 and fresh.stream == 1
-    assert torch.equal(fresh.weight, layer.weight) and torch.equal(fresh.projection(), layer.projection())
+    assert torch.equal(fresh.weight, layer.weight) and torch.equal(fresh.bias, layer.bias)
+    assert fresh.weight_ghat.stride() == (0, 0)
+
+
+def test_state_dict_loads_strictly_both_ways_between_plain_and_compact_layers():
+    ref, layer = make_pair()
+    plain = torch.nn.Linear(48, 20).double()
+    plain.load_state_dict(layer.state_dict(), strict=True)
+    assert torch.equal(plain.weight, layer.weight)
+    other = ct.CompactLinear(48, 20, rank=12, dtype=torch.float64)
+    other.load_state_dict(ref.state_dict(), strict=True)
+    assert torch.equal(other.weight, ref.weight) and torch.equal(other.bias, ref.bias)
+
+
+def test_deepcopy_keeps_siblings_on_one_state_tensor():
+    a = ct.CompactLinear(16, 4, rank=4)
+    b = ct.CompactLinear(16, 4, rank=4)
+    b._share_state_with(a._state)
+    pair = copy.deepcopy(torch.nn.ModuleList([a, b]))
+    assert pair[0]._state is pair[1]._state and pair[0]._state is not a._state
 
 
 def test_window_follows_step_and_period():
@@ -128,3 +173,17 @@ def test_window_follows_step_and_period():
                                          (64, 64, 64), (1, 5, 1), (3.0, 8, 3)])
 def test_rank_fraction_or_absolute(rank, n, want):
     assert ct.resolve_rank(rank, n) == want
+
+
+def test_an_input_reused_over_many_steps_is_sketched_with_each_steps_p_and_kept_once():
+    from compact_torch import linear
+
+    layer = ct.CompactLinear(16, 4, rank=4, period=1, dtype=torch.float64)
+    x = torch.randn(3, 16, dtype=torch.float64)
+    for step in range(4):  # period 1: a new P every step
+        layer.step = step
+        layer.weight_ghat.grad = None
+        layer(x).backward(torch.ones(3, 4, dtype=torch.float64))
+        z = ct.sketch(x, 4, layer.seed, layer.stream, step)
+        assert torch.equal(layer.weight_ghat.grad, ct.compressed_grad(torch.ones(3, 4, dtype=torch.float64), z))
+    assert len(linear._cache.entry(x).sketches) == 1  # the latest window's z only

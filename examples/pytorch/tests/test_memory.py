@@ -1,5 +1,9 @@
 # SPDX-License-Identifier: MIT
-"""The byte-exact CPU allocation tracker and the peak-memory breakdown of a training step."""
+"""The byte-exact CPU allocation tracker (a measuring tool outside the package's runtime) and the peak-memory
+breakdown of a training step."""
+import subprocess
+import sys
+
 import pytest
 
 torch = pytest.importorskip("torch", reason="compact_torch needs torch (Debian: apt-get install python3-torch)")
@@ -9,7 +13,26 @@ from compact_torch import memory  # noqa: E402
 import conftest  # noqa: E402
 from conftest import tiny_llama  # noqa: E402
 
-tracker = ct.CpuMemoryTracker()  # before any tensor of these tests is made
+tracker = memory.CpuMemoryTracker()  # before any tensor of these tests is made
+
+
+def test_the_package_never_loads_the_tracker():
+    # In a fresh process: import compact_torch, compress, train a step; torch's CPU allocator is never replaced.
+    code = """
+import sys, torch, compact_torch as ct
+sys.path.insert(0, %r)
+from conftest import tiny_llama
+model = ct.compress(tiny_llama(), rank=0.25)
+opt = ct.CompressedAdamW(model.parameters())
+ids = torch.randint(0, 40, (2, 16))
+model(ids, ids).backward()
+opt.step()
+assert "compact_torch._memtrack" not in sys.modules and "compact_torch.memory" not in sys.modules, sys.modules.keys()
+assert not [n for n in dir(ct._ext._C) if "tracker" in n]
+print("ok")
+""" % conftest.__file__.rsplit("/", 1)[0]
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
 
 
 def test_tracker_counts_exact_bytes_and_finds_the_peak():
@@ -22,8 +45,10 @@ def test_tracker_counts_exact_bytes_and_finds_the_peak():
     c = torch.empty(900)  # 3600: live = base + 600 + 3600 < base + 4000 + 600
     report = tracker.stop({"weights": [keep], "gradients": [], "optimizer": [c]})
     assert report["peak"] == base + 4600
-    assert report["weights"] == 2000 and report["activations"] == 4000 and report["other"] == base - 2000 + 600
-    assert report["optimizer"] == 0  # c did not exist at the peak
+    # a (made and freed in the step) and b (made in the step, in no category) are temporaries; nothing was saved
+    # for backward.
+    assert report["weights"] == 2000 and report["temporaries"] == 4600 and report["other"] == base - 2000
+    assert report["activations"] == 0 and report["optimizer"] == 0  # c did not exist at the peak
     assert report["end"]["optimizer"] == 3600
     del b, c, keep
 
@@ -58,7 +83,8 @@ def test_breakdown_of_a_training_step_sums_to_the_peak(compact):
     assert sum(report[c] for c in memory.CATEGORIES) == report["peak"] == report["total"] + report["other"]
     assert report["weights"] == sizes["weights"] and report["optimizer"] == sizes["optimizer"]
     assert 0 <= report["gradients"] <= sizes["gradients"]
-    assert report["other"] == foreign and report["activations"] > 0  # the step leaves nothing else behind
+    assert report["other"] == foreign and report["activations"] > 0 and report["temporaries"] > 0
+    assert report["end"]["activations"] == 0  # backward released every saved tensor
     n_weights = sum(p.numel() for p in model.parameters() if p.stride() != (0, 0))
     dense = sum(p.numel() for p in model.parameters() if p.requires_grad and ct.owner_of(p) is None)
     ghat = sum(p.numel() for p in model.parameters() if ct.owner_of(p) is not None)
@@ -85,3 +111,37 @@ def test_compact_peak_is_below_full_rank_for_the_same_model_and_batch():
     assert peaks[True]["optimizer"] * 2 < peaks[False]["optimizer"]
     assert peaks[True]["activations"] < peaks[False]["activations"]
     assert peaks[True]["total"] < peaks[False]["total"]
+
+
+def test_activations_are_the_saved_tensors_of_a_single_linear():
+    # One full-rank linear layer, forward only: autograd saves x (B x n) and nothing else that is new (the weight is
+    # a parameter); the output y is a temporary. For the compact layer it saves z (B x r).
+    for compact in (False, True):
+        torch.manual_seed(0)
+        layer = ct.CompactLinear(64, 32, rank=16) if compact else torch.nn.Linear(64, 32)
+        tracker.start()
+        x = torch.randn(8, 64, requires_grad=True)
+        y = layer(x)
+        report = tracker.stop(memory.model_tensors(layer))
+        saved = 8 * (16 if compact else 64) * 4
+        assert report["activations"] == saved, (compact, report)
+        # x (the input, a leaf made in the step), y and, for compact, the reshaped input: temporaries; x is an
+        # activation only for the full-rank layer.
+        assert report["temporaries"] == 8 * 32 * 4 + (8 * 64 * 4 if compact else 0), (compact, report)
+        del x, y
+
+
+@pytest.mark.skipif(not hasattr(torch, "compile"), reason="torch.profiler's allocation events need torch >= 2.1")
+def test_profiler_agrees_with_the_tracker_on_a_training_step():
+    model = ct.compress(tiny_llama(), rank=0.25)
+    opt = ct.CompressedAdamW(model.parameters(), lr=1e-3)
+    train_step(model, opt)
+    opt.zero_grad(set_to_none=True)
+    base = tracker.live_bytes()
+    tracker.start()
+    prof = memory.profiler_peak(lambda: train_step(model, opt))
+    report = tracker.stop(memory.model_tensors(model, opt))
+    # The profiler reports the peak above its start of the bytes allocated while it records; nothing allocated
+    # before the step is freed in it (gradients were set to None before), so the two are the same number. Its own
+    # bookkeeping allocates no tensor inside the step.
+    assert prof == report["peak"] - base, (prof, report["peak"] - base)

@@ -79,3 +79,59 @@ def test_gaussian_p_has_unit_expected_gram_diagonal():
     n, r = 4096, 32
     p = ct.materialize(n, r, 7, 0, 0, "gaussian", dtype=torch.float64)
     assert abs(float((p * p).sum(1).mean()) - 1.0) < 5 * (2 / (n * r)) ** 0.5
+
+
+def test_the_operators_are_registered_with_the_dispatcher():
+    for name in ("sketch", "unsketch_grad_", "materialize", "compressed_grad", "compressed_grad_"):
+        assert hasattr(torch.ops.compact, name)
+    state = torch.tensor([5, 2, 1, 1])  # (seed, stream, period, step): window 1
+    x = torch.randn(4, 32)
+    assert torch.equal(torch.ops.compact.sketch(x, 8, state, "gaussian"), ct.sketch(x, 8, 5, 2, 1))
+
+
+def test_the_window_is_step_over_period_read_when_the_operator_runs():
+    x = torch.randn(3, 16)
+    state = torch.tensor([1, 0, 4, 3])  # period 4, step 3: window 0
+    z0 = torch.ops.compact.sketch(x, 4, state, "rademacher")
+    state[3] = 4  # window 1
+    assert torch.equal(torch.ops.compact.sketch(x, 4, state, "rademacher"), ct.sketch(x, 4, 1, 0, 1, "rademacher"))
+    assert not torch.equal(z0, ct.sketch(x, 4, 1, 0, 1, "rademacher"))
+    state[2] = 0  # period 0: never resampled
+    assert torch.equal(torch.ops.compact.sketch(x, 4, state, "rademacher"), z0)
+
+
+def test_unsketch_grad_bumps_the_version_counter():
+    out = torch.zeros(4, 16)
+    version = out._version
+    ct.unsketch_grad_(out, torch.ones(4, 4), 1.0, 0.0, 0, 0, 0)
+    assert out._version > version
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_cpu_16_bit_inputs_are_sketched_in_fp32_and_rounded_once(dtype):
+    if dtype == torch.float16 and torch.__version__.startswith("1."):
+        pytest.skip("torch 1.x cannot convert float16 on this path")
+    torch.manual_seed(5)
+    x = torch.randn(6, 40).to(dtype)
+    z = ct.sketch(x, 10, 3, 1, 0)
+    assert z.dtype == dtype
+    assert torch.equal(z, ct.sketch(x.float(), 10, 3, 1, 0).to(dtype))
+    assert torch.equal(ct.materialize(40, 10, 3, 1, 0, dtype=dtype), ct.materialize(40, 10, 3, 1, 0).to(dtype))
+    dy = torch.randn(6, 7).to(dtype)
+    g = ct.compressed_grad(dy, z, dtype=torch.float32)
+    assert g.dtype == torch.float32 and torch.equal(g, ct.compressed_grad(dy.float(), z.float()))
+
+
+@pytest.mark.skipif(not ct._ext.HAS_FAKE_KERNELS, reason="fake kernels need torch >= 2.1")
+def test_fake_kernels_give_the_output_shapes():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        x = torch.empty(12, 48)
+        state = torch.zeros(4, dtype=torch.int64)
+        z = torch.ops.compact.sketch(x, 16, state, "srht")
+        g = torch.ops.compact.compressed_grad(torch.empty(12, 20, dtype=torch.bfloat16),
+                                              torch.empty(12, 16, dtype=torch.bfloat16), torch.float32)
+        p = torch.ops.compact.materialize(48, 16, state, "gaussian", torch.empty(0, dtype=torch.float64))
+    assert z.shape == (12, 16) and g.shape == (20, 16) and g.dtype == torch.float32
+    assert p.shape == (48, 16) and p.dtype == torch.float64

@@ -96,6 +96,9 @@ COMPACT_HOST_DEVICE inline std::uint32_t panel_row_segments(const PanelGeometry&
   return (phase + g.cols + kVec - 1) / kVec;
 }
 
+/// Threads per block of the panel kernel, and its __launch_bounds__.
+inline constexpr std::uint32_t kPanelThreads = 256;
+
 /// A 2-D launch of the panel kernel: x walks the segments of a row, y the rows; grid-stride in both.
 struct PanelLaunch {
   std::uint32_t blocks_x, blocks_y, threads_x, threads_y;
@@ -110,9 +113,9 @@ inline PanelLaunch panel_launch(const PanelGeometry& g) {
   if (segs <= 32) {
     while (tx < segs) tx *= 2;
   } else {
-    tx = ((segs < 256 ? segs : 256) + 31) / 32 * 32;
+    tx = ((segs < kPanelThreads ? segs : kPanelThreads) + 31) / 32 * 32;
   }
-  const std::uint32_t ty = 256 / tx;
+  const std::uint32_t ty = kPanelThreads / tx;
   const std::uint32_t bx = (segs + tx - 1) / tx;
   const std::uint32_t rows = g.rows > 0 ? g.rows : 1;
   std::uint32_t by = (rows + ty - 1) / ty;

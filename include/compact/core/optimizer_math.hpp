@@ -148,6 +148,44 @@ COMPACT_HOST_DEVICE inline void sgd_step_body(const Thread1d& t, T* grad, T* b, 
   }
 }
 
+/// Threads per block of the fused step kernels, and their __launch_bounds__.
+inline constexpr int kOptimizerThreads = 256;
+
+/// The launch of the fused step kernels over `count` entries: kOptimizerThreads threads, grid-stride beyond 2^16
+/// blocks.
+inline Launch1d optimizer_step_launch(index_t count) { return grid_stride_launch(count, kOptimizerThreads); }
+
+/// An `encode` of the step bodies that first multiplies by `scale` (one correctly rounded fp32 product), then
+/// applies `encode`.
+template <class Encode>
+struct ScaledEncode {
+  float scale;
+  Encode encode;
+  template <class T>
+  COMPACT_HOST_DEVICE auto operator()(T v) const {
+    return encode(rn::mul(scale, v));
+  }
+};
+
+/// How an SGD step splits its factor -lr·alpha between the update N it stores in W's type and the unsketch_grad that
+/// applies it (W <- beta W + gemm_alpha · N P^T with N = encode(store_scale · B)).
+///
+/// fp16 W: N = fp16(float(-lr·alpha) · B), gemm_alpha = 1. B is an accumulated gradient, whose magnitude has nothing
+/// to do with fp16's range (normal values 6.1e-5 to 65504): a B above 65504 would be stored as inf and turn W into
+/// inf/NaN, and a B scaled by lr·alpha > 1 would carry its subnormal rounding into W amplified. Stored as the
+/// increment, N has the magnitude of the change applied to W, which W's own fp16 must hold anyway: its rounding is
+/// at most half an fp16 ulp of the increment, never larger than the rounding of W itself. Every other W type (fp32,
+/// and bf16 with fp32's exponent range) stores B itself (store_scale = 1, gemm_alpha = float(-lr·alpha)), as the CPU
+/// optimizer does. AdamW's N = M̂/(√V̂ + ε) is bounded near 1 and stored as is for every type.
+struct SgdUpdateScales {
+  float store_scale;
+  float gemm_alpha;
+};
+inline SgdUpdateScales sgd_update_scales(bool fp16_weights, double lr, double alpha) {
+  const float increment = static_cast<float>(-lr * alpha);
+  return fp16_weights ? SgdUpdateScales{increment, 1.0f} : SgdUpdateScales{1.0f, increment};
+}
+
 /// The identity `encode` of the step bodies (W's type is the moments' type).
 struct SameType {
   template <class T>

@@ -137,9 +137,19 @@ struct PanelStep {
   PanelOp op;
   PanelLane lane;
   PanelEvent event;  ///< for kRecord and kWait
-  index_t panel;     ///< for kGenerate and kGemm
-  index_t buffer;    ///< for kGenerate and kGemm
+  index_t panel;     ///< for kGenerate and kGemm (-1 otherwise)
+  index_t buffer;    ///< for kGenerate and kGemm (-1 otherwise)
 };
+
+/// Whether step s reads or writes a buffer (kGenerate, kGemm); record and wait steps have none (buffer = -1).
+inline bool panel_step_has_buffer(const PanelStep& s) { return s.op == PanelOp::kGenerate || s.op == PanelOp::kGemm; }
+
+/// Entry offset of step s's buffer in the workspace (buffer b starts b · split.buffer_stride entries in), for a step
+/// with a buffer only: a pointer is formed from it only then, since workspace + (-1) · stride would point before
+/// the workspace, which is undefined behaviour even when never dereferenced.
+inline index_t panel_buffer_offset(const PanelSplit& split, const PanelStep& s) {
+  return s.buffer * split.buffer_stride;
+}
 
 /// Calls f(step) for the steps of an operation of `panels` panels, in the order the host issues them.
 ///

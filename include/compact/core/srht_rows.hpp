@@ -141,6 +141,42 @@ COMPACT_HOST_DEVICE inline index_t srht_chunk_blocks_needed(const SrhtPlan& p, i
 /// Thread tasks of a register pass over `rows` rows: one per (row, position lo in a chunk).
 COMPACT_HOST_DEVICE inline index_t srht_register_tasks(const SrhtPlan& p, index_t rows) { return rows << p.chunk_bits; }
 
+// ---------------------------------------------------------------------------------------------------------------
+// Launch geometry (the launchers in cuda/srht_kernels.cuh use these; tests/core/test_launch_limits.cpp checks them
+// against the device limits of sm_80 and sm_90).
+
+/// Grid cap of the row kernels: beyond 2^16 blocks they stride.
+inline constexpr index_t kSrhtMaxBlocks = index_t{1} << 16;
+/// Threads per block of the register passes and of the materialize kernel, and their __launch_bounds__.
+inline constexpr int kSrhtRegisterThreads = 256;
+
+/// Registers per thread (E) of plan p's chunk kernels: 64 for chunks longer than 2^10, else 32.
+COMPACT_HOST_DEVICE inline int srht_chunk_elems(const SrhtPlan& p) { return p.chunk.log2_elems > 5 ? 64 : 32; }
+
+/// Most threads a block of a chunk kernel with `elems` registers per thread has (fwht_shape): 128 with 32 registers
+/// (rows up to 2^10), 512 with 64 (2^15 in 64 registers per thread). The kernels' launch bounds, which let ptxas
+/// keep the register arrays in registers (about 115 per thread with 64, at most 128 for 512 threads).
+constexpr int srht_chunk_max_threads(int elems) {
+  return elems > 32 ? 1 << (kFwhtMaxLog2 - 6) : 1 << kFwhtMinBlockThreadsLog2;
+}
+
+/// Grid of a chunk kernel over `rows` rows: one block per 2^chunk.log2_rows (row, chunk) tasks, at most
+/// kSrhtMaxBlocks (grid-stride beyond). Block: fwht_block_threads(p.chunk) threads, fwht_shared_bytes(p.chunk) bytes.
+inline index_t srht_chunk_blocks(const SrhtPlan& p, index_t rows) {
+  const index_t needed = srht_chunk_blocks_needed(p, rows);
+  return needed < kSrhtMaxBlocks ? needed : kSrhtMaxBlocks;
+}
+
+/// Grid of a register pass over `rows` rows: kSrhtRegisterThreads threads per block, grid-stride beyond 2^16 blocks.
+inline Launch1d srht_register_launch(const SrhtPlan& p, index_t rows) {
+  return grid_stride_launch(srht_register_tasks(p, rows), kSrhtRegisterThreads);
+}
+
+/// Rows per launch group: all of them with one pass; with two, at most scratch_rows (what the scratch holds).
+inline index_t srht_group_rows(const SrhtPlan& p, index_t rows, index_t scratch_rows) {
+  return srht_two_pass(p) && scratch_rows < rows ? scratch_rows : rows;
+}
+
 /// Loads the kElems consecutive values src[k0 + q] of a row, converted to fp32, zero at and past `valid`. Whole
 /// 16-byte vectors when src + k0 is 16-byte aligned (k0 is a multiple of kElems, so all of the thread's vectors are)
 /// and the vector lies below `valid`; single elements else.

@@ -81,6 +81,20 @@ COMPACT_HOST_DEVICE inline void srht_select_init_thread(const Thread1d& th, Sele
 /// Shared memory of the histogram kernel: one block histogram.
 inline constexpr std::size_t kSelectHistogramSharedBytes = sizeof(std::uint32_t) * kSelectBins;
 
+/// Block size of the setup, select histogram, mask and scatter kernels (and their __launch_bounds__), and the
+/// histogram kernel's grid cap (so that a pass adds at most 256 block histograms to the global one).
+inline constexpr int kSelectThreads = 256;
+inline constexpr index_t kSelectMaxBlocks = 256;
+/// Block size of the scan kernel (one block), and its __launch_bounds__.
+inline constexpr int kSelectScanThreads = 1024;
+
+/// Launch of the kernels with one thread task per 32-bit word of n' (setup, mask, scatter).
+inline Launch1d srht_select_word_launch(index_t np) { return grid_stride_launch((np + 31) / 32, kSelectThreads); }
+/// Launch of a histogram pass over the n' keys.
+inline Launch1d srht_select_histogram_launch(index_t np) {
+  return grid_stride_launch(np, kSelectThreads, kSelectMaxBlocks);
+}
+
 /// Histogram kernel of pass p: block b counts digit p of the keys k < np (grid-stride over the blocks' threads)
 /// that match the chosen digits, in shared memory, then adds its counts to st->hist. Nothing once decided.
 template <class Block, class Scores>

@@ -30,21 +30,33 @@ struct PanelOverlap {
 ///
 /// `cublas` is the caller's handle, needed only by operations that run a GEMM (dense sketch/unsketch_grad,
 /// compressed_grad). Before a GEMM compact points it at the operation's stream with cublasSetStream, but only when
-/// it is on another stream: cublasSetStream also resets the handle's workspace to cuBLAS's own pool, so after such
-/// a change compact gives the handle `cublas_workspace` again (cublasSetWorkspace) when it is set. A caller that
-/// gives its handle a workspace and calls compact on another stream than the handle's should therefore name that
-/// workspace here. The pointer mode is set to host for compact's calls and restored; the math mode is the caller's.
+/// it is on another stream: cublasSetStream also resets the handle's workspace to cuBLAS's own pool.
+///
+/// `cublas_workspace` belongs to `stream`: after moving the handle to `stream`, compact gives it this workspace back
+/// (cublasSetWorkspace); on any other stream (a per-call stream, or `on(other)`) the handle keeps cuBLAS's pool. One
+/// buffer lent to GEMMs on two streams that may run at the same time would be a data race inside cuBLAS (PyTorch
+/// keeps one workspace per handle and stream for the same reason). A caller that gives its handle a workspace and
+/// calls compact on another stream than the handle's should name the workspace here.
+///
+/// The pointer mode is set to host for compact's calls and restored. The math mode is the caller's for GEMMs of
+/// 16-bit operands; for fp32 operands compact runs fp32 arithmetic whatever the handle says: it clears the TF32,
+/// deprecated tensor-op and bf16x9-emulation modes around its call (detail::fp32_math_mode) and restores the mode.
 struct Cuda {
   cudaStream_t stream = nullptr;
   cublasHandle_t cublas = nullptr;
-  void* cublas_workspace = nullptr;  ///< the handle's workspace (256-byte aligned), or null for cuBLAS's pool
+  void* cublas_workspace = nullptr;  ///< the handle's workspace on `stream` (256-byte aligned), or null (cuBLAS's pool)
   std::size_t cublas_workspace_bytes = 0;
   PanelOverlap overlap{};  ///< set (from a CudaOverlap): dense projectors run PanelSchedule::kOverlap
 
-  /// The same backend on another stream (as thrust::cuda::par.on(stream)).
+  /// The same backend on another stream (as thrust::cuda::par.on(stream)). The cuBLAS workspace belongs to `stream`:
+  /// on another stream the result names none (cuBLAS's pool), so no two streams share it.
   Cuda on(cudaStream_t other) const {
     Cuda c = *this;
     c.stream = other;
+    if (other != stream) {
+      c.cublas_workspace = nullptr;
+      c.cublas_workspace_bytes = 0;
+    }
     return c;
   }
 };

@@ -42,7 +42,9 @@ void issue_panels(const PanelSplit& split, PanelSchedule schedule, Scalar* works
     return e == PanelEvent::kGenerated ? overlap.generated : overlap.consumed;
   };
   for_each_panel_step(split.count, schedule, [&](const PanelStep& s) {
-    Scalar* buffer = workspace + s.buffer * split.buffer_stride;
+    // Only generate and GEMM steps have a buffer (record and wait steps carry buffer = -1): the pointer is formed
+    // for them alone.
+    const auto buffer = [&] { return workspace + panel_buffer_offset(split, s); };
     switch (s.op) {
       case PanelOp::kRecord:
         check_cuda(cudaEventRecord(event_of(s.event), stream_of(s.lane)), "cudaEventRecord (panel overlap)");
@@ -51,10 +53,10 @@ void issue_panels(const PanelSplit& split, PanelSchedule schedule, Scalar* works
         check_cuda(cudaStreamWaitEvent(stream_of(s.lane), event_of(s.event), 0), "cudaStreamWaitEvent (panel overlap)");
         break;
       case PanelOp::kGenerate:
-        generate(s.panel, buffer, stream_of(s.lane));
+        generate(s.panel, buffer(), stream_of(s.lane));
         break;
       case PanelOp::kGemm:
-        gemm(s.panel, buffer);
+        gemm(s.panel, buffer());
         break;
     }
   });

@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 
 #include "compact/config.hpp"
+#include "compact/core/launch_limits.hpp"
 #include "compact/cuda/check.cuh"
 
 namespace compact {
@@ -45,12 +46,22 @@ inline std::size_t max_shared_bytes_per_block(int device, const char* fn) {
   return static_cast<std::size_t>(bytes);
 }
 
-/// Lets `kernel` use `bytes` of dynamic shared memory on the current device (needed above 48 KiB).
+/// Lets `kernel` use `bytes` of dynamic shared memory on the current device (needed above 48 KiB), raising its
+/// cudaFuncAttributeMaxDynamicSharedMemorySize when it is below `bytes` and never lowering it
+/// (core/launch_limits.hpp's raise_shared_memory_limit: one lock around the read and the raise).
 template <class Kernel>
 void allow_shared_bytes(Kernel kernel, std::size_t bytes, const char* fn) {
-  if (bytes > 48 * 1024) {
-    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)), fn);
-  }
+  if (bytes <= 48 * 1024) return;
+  raise_shared_memory_limit(
+      bytes,
+      [&] {
+        cudaFuncAttributes a{};
+        check_cuda(cudaFuncGetAttributes(&a, kernel), fn);
+        return static_cast<std::size_t>(a.maxDynamicSharedSizeBytes);
+      },
+      [&](std::size_t b) {
+        check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(b)), fn);
+      });
 }
 
 }  // namespace detail

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 #pragma once
-/// Row-major GEMMs on the device through cublasGemmEx with fp32 accumulation (CUBLAS_COMPUTE_32F), on the caller's
-/// cuBLAS handle without disturbing its workspace or pointer mode.
+/// Row-major GEMMs on the device through cublasGemmEx with fp32 accumulation (CUBLAS_COMPUTE_32F; fp32 arithmetic
+/// throughout for fp32 operands, whatever the handle's TF32 setting), on the caller's cuBLAS handle without
+/// disturbing its workspace, pointer mode or math mode.
 
 #include <climits>
 #include <cstdint>
@@ -35,15 +36,31 @@ inline void check_cublas_backend(const char* fn, const Cuda& backend) {
                                                 << kWorkspaceAlign << " = " << ws % kWorkspaceAlign << ")");
 }
 
+/// The math mode compact runs a GEMM of fp32 operands under, given the handle's. cublasGemmEx with
+/// CUBLAS_COMPUTE_32F follows the handle's math mode: CUBLAS_TF32_TENSOR_OP_MATH (which PyTorch sets when
+/// torch.backends.cuda.matmul.allow_tf32 is on), the deprecated CUBLAS_TENSOR_OP_MATH (fp16 down-conversion) and
+/// CUBLAS_FP32_EMULATED_BF16X9_MATH would run an fp32 sketch with fewer than fp32's bits (TF32: 10 mantissa bits,
+/// a relative error of 2^-11 per product). compact promises fp32 arithmetic for fp32 operands, so it keeps
+/// CUBLAS_PEDANTIC_MATH and the flag bits (CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION) and makes any other
+/// mode CUBLAS_DEFAULT_MATH. (CUBLAS_COMPUTE_32F_PEDANTIC would pin it too, but may also rule out the default
+/// algorithms; the default math mode keeps cuBLAS's ordinary fp32 kernels.)
+inline cublasMath_t fp32_math_mode(cublasMath_t caller) {
+  const unsigned bits = static_cast<unsigned>(caller);
+  const unsigned mode = bits & 0xFu, flags = bits & ~0xFu;
+  const unsigned kept = mode == static_cast<unsigned>(CUBLAS_PEDANTIC_MATH) ? mode : 0u;
+  return static_cast<cublasMath_t>(flags | kept);
+}
+
 /// The caller's cuBLAS handle, bound to backend.stream for compact's calls while the binding lives.
 ///
 /// cublasSetStream is called only when the handle is on another stream, because it resets the handle's workspace
-/// to cuBLAS's pool; after it, backend.cublas_workspace (when set) is given back with cublasSetWorkspace. The
-/// handle stays on backend.stream afterwards. The pointer mode is set to host (alpha and beta live on the host)
-/// and restored when the binding ends.
+/// to cuBLAS's pool; after it, backend.cublas_workspace (when set: the workspace of backend.stream, see Cuda) is
+/// given back with cublasSetWorkspace. The handle stays on backend.stream afterwards. The pointer mode is set to
+/// host (alpha and beta live on the host) and, for fp32 operands, the math mode to fp32_math_mode(); both are
+/// restored when the binding ends.
 class CublasBinding {
  public:
-  explicit CublasBinding(const Cuda& backend) : handle_(backend.cublas) {
+  CublasBinding(const Cuda& backend, bool fp32_operands) : handle_(backend.cublas) {
     cudaStream_t current = nullptr;
     check_cublas(cublasGetStream(handle_, &current), "cublasGetStream");
     if (current != backend.stream) {
@@ -54,12 +71,18 @@ class CublasBinding {
       }
     }
     check_cublas(cublasGetPointerMode(handle_, &mode_), "cublasGetPointerMode");
+    if (fp32_operands) {
+      check_cublas(cublasGetMathMode(handle_, &math_), "cublasGetMathMode");
+      pinned_ = fp32_math_mode(math_);
+      if (pinned_ != math_) check_cublas(cublasSetMathMode(handle_, pinned_), "cublasSetMathMode (fp32 math)");
+    }
     if (mode_ != CUBLAS_POINTER_MODE_HOST) {
       check_cublas(cublasSetPointerMode(handle_, CUBLAS_POINTER_MODE_HOST), "cublasSetPointerMode");
     }
   }
   ~CublasBinding() {
     if (mode_ != CUBLAS_POINTER_MODE_HOST) cublasSetPointerMode(handle_, mode_);
+    if (pinned_ != math_) cublasSetMathMode(handle_, math_);
   }
   CublasBinding(const CublasBinding&) = delete;
   CublasBinding& operator=(const CublasBinding&) = delete;
@@ -67,6 +90,8 @@ class CublasBinding {
  private:
   cublasHandle_t handle_;
   cublasPointerMode_t mode_ = CUBLAS_POINTER_MODE_HOST;
+  cublasMath_t math_ = CUBLAS_DEFAULT_MATH;
+  cublasMath_t pinned_ = CUBLAS_DEFAULT_MATH;
 };
 
 /// C = alpha op(A) op(B) + beta C in cuBLAS's column-major terms (m x n result, inner dimension k): A and B of type
@@ -86,7 +111,7 @@ void gemm_ex(const char* fn, const Cuda& backend, cublasOperation_t op_a, cublas
   check_int(fn, "lda", lda);
   check_int(fn, "ldb", ldb);
   check_int(fn, "ldc", ldc);
-  const CublasBinding binding(backend);
+  const CublasBinding binding(backend, std::is_same_v<In, float>);
   check_cublas(
       cublasGemmEx(backend.cublas, op_a, op_b, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), &alpha, a,
                    CudaScalar<In>::kType, static_cast<int>(lda), b, CudaScalar<In>::kType, static_cast<int>(ldb), &beta,

@@ -19,6 +19,7 @@
 #include "compact/core/optimizer_fwd.hpp"
 #include "compact/core/optimizer_math.hpp"
 #include "compact/core/optimizer_record.hpp"
+#include "compact/core/panel_schedule.hpp"
 #include "compact/core/projector_fwd.hpp"
 #include "compact/core/state.hpp"
 #include "compact/core/view.hpp"
@@ -38,19 +39,19 @@ namespace detail {
 /// The fused AdamW step (core/optimizer_math.hpp's adamw_step_body): Ĝ read and zeroed, M and V updated, the update
 /// N written in W's type.
 template <class Out>
-__global__ void adamw_step_kernel(float* grad, float* m, float* v, Out* update, index_t count,
-                                  AdamWStepScalars<float> s) {
+__global__ void __launch_bounds__(kOptimizerThreads)
+    adamw_step_kernel(float* grad, float* m, float* v, Out* update, index_t count, AdamWStepScalars<float> s) {
   adamw_step_body(this_thread_1d(), grad, m, v, update, count, s, FromFloat<Out>{});
 }
 
-/// The fused SGD step (sgd_step_body): Ĝ read and zeroed, B updated, B written in W's type.
+/// The fused SGD step (sgd_step_body): Ĝ read and zeroed, B updated, store_scale · B written in W's type
+/// (sgd_update_scales).
 template <class Out>
-__global__ void sgd_step_kernel(float* grad, float* b, Out* update, index_t count, float momentum, bool first) {
-  sgd_step_body(this_thread_1d(), grad, b, update, count, momentum, first, FromFloat<Out>{});
+__global__ void __launch_bounds__(kOptimizerThreads)
+    sgd_step_kernel(float* grad, float* b, Out* update, index_t count, float momentum, bool first, float store_scale) {
+  sgd_step_body(this_thread_1d(), grad, b, update, count, momentum, first,
+                ScaledEncode<FromFloat<Out>>{store_scale, FromFloat<Out>{}});
 }
-
-/// The launch of the fused step kernels over `count` entries: 256 threads, grid-stride beyond 2^16 blocks.
-inline Launch1d optimizer_step_launch(index_t count) { return grid_stride_launch(count, 256); }
 
 /// Device memory owned by an optimizer: one cudaMalloc at construction, cudaFree at destruction. Move-only.
 class DeviceAllocation {
@@ -121,14 +122,23 @@ class CudaOptimizerBase : public OptimizerCore<Dist, float> {
   /// Rows of M per kTransferFirst panel.
   static constexpr index_t kTransferRows = 64;
 
-  /// Smallest projector workspace: two slots (current and next window) of ProjectorType::min_workspace_bytes(n, r).
-  /// Needs no device.
-  static std::size_t min_workspace_bytes(index_t n, index_t r) {
-    return 2 * align_workspace(ProjectorType::min_workspace_bytes(n, r));
+  /// Smallest projector workspace for the panel schedule s of the backend the optimizer is given (kOverlap when
+  /// Cuda::overlap is set; the SRHT has no panels and ignores s): two slots (current and next window) of
+  /// ProjectorType::min_workspace_bytes(n, r[, s]). Needs no device.
+  static std::size_t min_workspace_bytes(index_t n, index_t r, PanelSchedule s = PanelSchedule::kSerial) {
+    return 2 * align_workspace(projector_bytes(n, r, s, false));
   }
-  /// Recommended projector workspace: two slots of ProjectorType::workspace_bytes(n, r). Needs no device.
-  static std::size_t workspace_bytes(index_t n, index_t r) {
-    return 2 * align_workspace(ProjectorType::workspace_bytes(n, r));
+  /// Recommended projector workspace for schedule s: two slots of ProjectorType::workspace_bytes(n, r[, s]). Needs no
+  /// device.
+  static std::size_t workspace_bytes(index_t n, index_t r, PanelSchedule s = PanelSchedule::kSerial) {
+    return 2 * align_workspace(projector_bytes(n, r, s, true));
+  }
+  /// Bytes of each of the two projector slots in a workspace of `bytes` (half of it, rounded down to the workspace
+  /// alignment): at least ProjectorType::min_workspace_bytes(n, r[, s]) when bytes >= min_workspace_bytes(n, r, s).
+  static std::size_t slot_bytes(std::size_t bytes) { return bytes / 2 / kWorkspaceAlign * kWorkspaceAlign; }
+  /// The panel schedule projectors on `backend` run: kOverlap when it lends an overlap (dense projectors only).
+  static PanelSchedule schedule_of(const Cuda& backend) {
+    return backend.overlap.enabled() && !std::is_same_v<Dist, Srht> ? PanelSchedule::kOverlap : PanelSchedule::kSerial;
   }
   /// Device memory the optimizer allocates for its state: Ĝ and `moments` moments (m x r fp32 each) and the update
   /// N (m x r of Scalar), each part 256-byte aligned. Needs no device.
@@ -184,11 +194,15 @@ class CudaOptimizerBase : public OptimizerCore<Dist, float> {
                     MomentInfo second)
       : Core(fn, m, n, r, schedule, stream, kind, moments, first, second), backend_(backend) {
     const bool own_workspace = workspace.data == nullptr && workspace.bytes == 0;
+    // The projectors run the backend's schedule (two panel buffers with an overlap): the slots are sized for it.
     // Both sizes check the projector's dimensions (n up to kMaxDim, the SRHT's n'), before any CUDA call.
-    const std::size_t owned_bytes = own_workspace ? workspace_bytes(n, r) : 0;
+    const PanelSchedule s = schedule_of(backend);
+    const std::size_t owned_bytes = own_workspace ? workspace_bytes(n, r, s) : 0;
     if (!own_workspace) {
-      check_workspace(fn, "workspace", workspace.data, workspace.bytes, min_workspace_bytes(n, r),
-                      "CompressedAdamW/CompressedSgd<Cuda>::min_workspace_bytes(n, r)");
+      check_workspace(fn, "workspace", workspace.data, workspace.bytes, min_workspace_bytes(n, r, s),
+                      s == PanelSchedule::kOverlap
+                          ? "CompressedAdamW/CompressedSgd<Cuda>::min_workspace_bytes(n, r, PanelSchedule::kOverlap)"
+                          : "CompressedAdamW/CompressedSgd<Cuda>::min_workspace_bytes(n, r)");
     }
     // Arguments checked: from here on CUDA is called.
     device_ = current_device(fn);
@@ -197,11 +211,21 @@ class CudaOptimizerBase : public OptimizerCore<Dist, float> {
       owned_workspace_ = DeviceAllocation(fn, "the projector workspace", owned_bytes);
       workspace = Workspace{owned_workspace_.data(), owned_workspace_.bytes()};
     }
-    slot_bytes_ = workspace.bytes / 2 / kWorkspaceAlign * kWorkspaceAlign;
+    slot_bytes_ = slot_bytes(workspace.bytes);
     workspace_ = static_cast<unsigned char*>(workspace.data);
     check_cuda(cudaMemsetAsync(state_.data(), 0, std::size_t(1 + moments) * f32_part(), backend_.stream),
                "CompressedOptimizer: cudaMemsetAsync (zero state)");
     projector_.emplace(make_projector(0, this->state(), backend_));
+  }
+
+  /// One projector slot for schedule s: the minimum or the recommended size.
+  static std::size_t projector_bytes(index_t n, index_t r, PanelSchedule s, bool recommended) {
+    if constexpr (std::is_same_v<Dist, Srht>) {
+      (void)s;
+      return recommended ? ProjectorType::workspace_bytes(n, r) : ProjectorType::min_workspace_bytes(n, r);
+    } else {
+      return recommended ? ProjectorType::workspace_bytes(n, r, s) : ProjectorType::min_workspace_bytes(n, r, s);
+    }
   }
 
   /// fp32 parts of the state allocation: Ĝ, then the moments, each aligned.
@@ -253,11 +277,11 @@ class CudaOptimizerBase : public OptimizerCore<Dist, float> {
     return p;
   }
 
-  /// W <- (1 - lr·weight_decay) W - lr·alpha·N Pᵀ through unsketch_grad straight into W (no m x n temporary); the
-  /// two factors are computed in double and rounded once to float, whatever W's type.
-  void apply_update(MatrixView<Scalar> w, double lr, double alpha, double weight_decay, cudaStream_t stream) const {
-    projector_->unsketch_grad(update(), w, static_cast<float>(-lr * alpha), static_cast<float>(1.0 - lr * weight_decay),
-                              stream);
+  /// W <- (1 - lr·weight_decay) W + gemm_alpha·N Pᵀ through unsketch_grad straight into W (no m x n temporary), with
+  /// gemm_alpha = float(-lr·alpha) (AdamW; SGD: sgd_update_scales); beta is computed in double and rounded once to
+  /// float, whatever W's type.
+  void apply_update(MatrixView<Scalar> w, float gemm_alpha, double lr, double weight_decay, cudaStream_t stream) const {
+    projector_->unsketch_grad(update(), w, gemm_alpha, static_cast<float>(1.0 - lr * weight_decay), stream);
   }
 
   /// Ends a step: counts it and, when the window changes, moves to `next` and applies `policy` to the moments.
@@ -326,7 +350,8 @@ class CudaOptimizerBase : public OptimizerCore<Dist, float> {
 
   /// Restores a record of the same identity (from a CUDA optimizer of any W type, or a CPU float optimizer).
   /// Validates every header field and moment value on the host first, then builds the restored step's projector in
-  /// the free slot; only then copies the moments to the device and zeroes Ĝ on `stream`, and synchronizes it.
+  /// the free slot; only then zeroes Ĝ and copies the moments to the device on `stream`, and synchronizes it (all of
+  /// these writes are complete when it returns).
   void load_record(const char* fn, const std::uint8_t* bytes, std::size_t size, cudaStream_t stream) {
     const OptimizerIdentity id = this->identity();
     const OptimizerCounters counters = validate_optimizer_record<float>(fn, bytes, size, id);
@@ -335,6 +360,10 @@ class CudaOptimizerBase : public OptimizerCore<Dist, float> {
     const DeviceGuard guard(device_, "load_state: cudaSetDevice");
     std::optional<ProjectorType> projector;
     projector.emplace(make_projector(1 - slot_, schedule_.at(stream_, counters.step), backend_.on(stream)));
+    // Ĝ is zeroed first, so that the synchronization after the last moment's copy covers it too: when load_state
+    // returns, every write it made to the device is complete, as documented.
+    check_cuda(cudaMemsetAsync(grad_ptr(), 0, std::size_t(m_ * r_) * sizeof(float), stream),
+               "load_state: cudaMemsetAsync");
     for (int k = 0; k < moments_; ++k) {
       const std::uint8_t* p = optimizer_moment_bytes(id, bytes, k);
       for (std::size_t i = 0; i < values.size(); ++i) values[i] = get_scalar<float>(p + 4 * i);
@@ -343,8 +372,6 @@ class CudaOptimizerBase : public OptimizerCore<Dist, float> {
           "load_state: cudaMemcpyAsync");
       check_cuda(cudaStreamSynchronize(stream), "load_state: cudaStreamSynchronize");
     }
-    check_cuda(cudaMemsetAsync(grad_ptr(), 0, std::size_t(m_ * r_) * sizeof(float), stream),
-               "load_state: cudaMemsetAsync");
     this->restore_counters(counters);
     projector_.swap(projector);
     slot_ = 1 - slot_;
@@ -441,7 +468,7 @@ class CompressedAdamW<Cuda, Dist, Scalar> : public detail::CudaOptimizerBase<Dis
     });
     this->updates_[0] = updates[0];
     this->updates_[1] = updates[1];
-    this->apply_update(w, o.lr, o.alpha, o.weight_decay, stream);
+    this->apply_update(w, static_cast<float>(-o.lr * o.alpha), o.lr, o.weight_decay, stream);
     this->finish_step(&next, o.window_policy, o.reset_second_moment, stream);
   }
 
@@ -510,14 +537,16 @@ class CompressedSgd<Cuda, Dist, Scalar> : public detail::CudaOptimizerBase<Dist,
     const bool first = this->updates_[0] == 0;
     const index_t count = this->m_ * this->r_;
     const detail::Launch1d launch = detail::optimizer_step_launch(count);
+    const detail::SgdUpdateScales scales =
+        detail::sgd_update_scales(std::is_same_v<Scalar, __half>, options_.lr, options_.alpha);
     detail::launch_kernel("sgd_step_kernel", [&] {
       detail::sgd_step_kernel<Scalar>
           <<<static_cast<unsigned>(launch.blocks), static_cast<unsigned>(launch.threads), 0, stream>>>(
               this->grad_ptr(), this->moment_ptr(0), this->update_ptr(), count, static_cast<float>(options_.momentum),
-              first);
+              first, scales.store_scale);
     });
     ++this->updates_[0];
-    this->apply_update(w, options_.lr, options_.alpha, options_.weight_decay, stream);
+    this->apply_update(w, scales.gemm_alpha, options_.lr, options_.weight_decay, stream);
     this->finish_step(&next, options_.window_policy, false, stream);
   }
 

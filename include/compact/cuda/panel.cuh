@@ -24,7 +24,7 @@ using PanelBits = decltype(raw_bits(std::declval<Scalar>()));
 
 /// P over geometry g into out (as raw bits): dense_panel_thread for this thread of the 2-D grid.
 template <class Dist, class Scalar>
-__global__ void __launch_bounds__(256) dense_panel_kernel(EntryParams params, PanelGeometry g, Scalar* out) {
+__global__ void __launch_bounds__(kPanelThreads) dense_panel_kernel(EntryParams params, PanelGeometry g, Scalar* out) {
   const PanelLaunch grid{gridDim.x, gridDim.y, blockDim.x, blockDim.y};
   const PanelStore<PanelBits<Scalar>> store{reinterpret_cast<PanelBits<Scalar>*>(out)};
   dense_panel_thread<Dist>(grid, blockIdx.x, blockIdx.y, threadIdx.x, threadIdx.y, params, g, ToBits<Scalar>{}, store);

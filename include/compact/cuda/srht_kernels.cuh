@@ -35,47 +35,44 @@ namespace detail {
 // Setup: signs and the sample S.
 
 template <int = 0>
-__global__ void srht_setup_kernel(Key2x32 key, std::uint64_t window, index_t np, index_t r, std::uint32_t* sign_words,
-                                  SelectState* st) {
+__global__ void __launch_bounds__(kSelectThreads)
+    srht_setup_kernel(Key2x32 key, std::uint64_t window, index_t np, index_t r, std::uint32_t* sign_words,
+                      SelectState* st) {
   srht_sign_words_thread(this_thread_1d(), key, window, np, sign_words);
   srht_select_init_thread(this_thread_1d(), st, r);
 }
 
 template <class Scores>
-__global__ void srht_select_histogram_kernel(SelectState* st, Scores scores, index_t np, int pass) {
+__global__ void __launch_bounds__(kSelectThreads)
+    srht_select_histogram_kernel(SelectState* st, Scores scores, index_t np, int pass) {
   DeviceBlock b;
   srht_select_histogram(b, st, scores, np, pass);
 }
 
 template <int = 0>
-__global__ void srht_select_choose_kernel(SelectState* st, int pass) {
+__global__ void __launch_bounds__(1) srht_select_choose_kernel(SelectState* st, int pass) {
   srht_select_choose(st, pass);
 }
 
 template <class Scores>
-__global__ void srht_select_mask_kernel(const SelectState* st, Scores scores, index_t np, std::uint32_t* masks) {
+__global__ void __launch_bounds__(kSelectThreads)
+    srht_select_mask_kernel(const SelectState* st, Scores scores, index_t np, std::uint32_t* masks) {
   srht_select_mask_thread(this_thread_1d(), st, scores, np, masks);
 }
 
 template <int = 0>
-__global__ void srht_select_scan_kernel(const std::uint32_t* masks, index_t words, std::uint32_t* offsets) {
+__global__ void __launch_bounds__(kSelectScanThreads)
+    srht_select_scan_kernel(const std::uint32_t* masks, index_t words, std::uint32_t* offsets) {
   DeviceBlock b;
   srht_select_scan(b, masks, words, offsets);
 }
 
 template <int = 0>
-__global__ void srht_select_scatter_kernel(const std::uint32_t* masks, const std::uint32_t* offsets, index_t np,
-                                           index_t r, int chunk_bits, std::uint32_t* sample,
-                                           std::uint32_t* chunk_first) {
+__global__ void __launch_bounds__(kSelectThreads)
+    srht_select_scatter_kernel(const std::uint32_t* masks, const std::uint32_t* offsets, index_t np, index_t r,
+                               int chunk_bits, std::uint32_t* sample, std::uint32_t* chunk_first) {
   srht_select_scatter_thread(this_thread_1d(), masks, offsets, np, r, chunk_bits, sample, chunk_first);
 }
-
-/// Block size of the select histogram, mask and scatter kernels, and the histogram kernel's grid cap (so that a
-/// pass adds at most 256 block histograms to the global one).
-inline constexpr index_t kSelectThreads = 256;
-inline constexpr index_t kSelectMaxBlocks = 256;
-/// Block size of the scan kernel (one block).
-inline constexpr index_t kSelectScanThreads = 1024;
 
 /// Enqueues on `stream` the setup of an SRHT workspace: packed signs of d, then the sample S of the r smallest
 /// (s_k, k) by radix select (2 kernels per digit), masks, scan and scatter, and chunk_first for chunks of
@@ -83,14 +80,14 @@ inline constexpr index_t kSelectScanThreads = 1024;
 inline void enqueue_srht_setup(const SrhtScores& scores, index_t np, index_t r, int chunk_bits, const SrhtParts& w,
                                cudaStream_t stream) {
   const index_t words = (np + 31) / 32;
-  const Launch1d per_word = grid_stride_launch(words, kSelectThreads);
+  const Launch1d per_word = srht_select_word_launch(np);
   const unsigned word_blocks = static_cast<unsigned>(per_word.blocks),
                  word_threads = static_cast<unsigned>(per_word.threads);
   launch_kernel("srht_setup_kernel", [&] {
     srht_setup_kernel<>
         <<<word_blocks, word_threads, 0, stream>>>(scores.key, scores.window, np, r, w.sign_words, w.select);
   });
-  const Launch1d hist = grid_stride_launch(np, kSelectThreads, kSelectMaxBlocks);
+  const Launch1d hist = srht_select_histogram_launch(np);
   for (int pass = 0; pass < kSelectDigits; ++pass) {
     launch_kernel("srht_select_histogram_kernel", [&] {
       srht_select_histogram_kernel<<<static_cast<unsigned>(hist.blocks), static_cast<unsigned>(hist.threads),
@@ -116,13 +113,6 @@ inline void enqueue_srht_setup(const SrhtScores& scores, index_t np, index_t r, 
 // ---------------------------------------------------------------------------------------------------------------
 // Row kernels.
 
-/// Most threads a block of a chunk kernel with kElems registers per thread has (fwht_shape): 128 with 32 registers
-/// (rows up to 2^10), 512 with 64 (2^15 in 64 registers per thread). The kernels' launch bounds, which let ptxas
-/// keep the register arrays in registers (about 115 per thread with 64, at most 128 for 512 threads).
-constexpr int srht_chunk_max_threads(int elems) {
-  return elems > 32 ? 1 << (kFwhtMaxLog2 - 6) : 1 << kFwhtMinBlockThreadsLog2;
-}
-
 template <class Scalar, int kElems, SrhtChunkIo kIo>
 __global__ void __launch_bounds__(srht_chunk_max_threads(kElems))
     srht_sketch_chunks_kernel(SrhtRows d, const Scalar* x, index_t ldx, const float* scratch, Scalar* z, index_t ldz,
@@ -132,7 +122,8 @@ __global__ void __launch_bounds__(srht_chunk_max_threads(kElems))
 }
 
 template <class Scalar>
-__global__ void srht_sketch_registers_kernel(SrhtRows d, const Scalar* x, index_t ldx, float* scratch, index_t rows) {
+__global__ void __launch_bounds__(kSrhtRegisterThreads)
+    srht_sketch_registers_kernel(SrhtRows d, const Scalar* x, index_t ldx, float* scratch, index_t rows) {
   srht_sketch_registers_thread(this_thread_1d(), d, x, ldx, scratch, rows, ToFloat<Scalar>{});
 }
 
@@ -146,15 +137,16 @@ __global__ void __launch_bounds__(srht_chunk_max_threads(kElems))
 }
 
 template <class Scalar>
-__global__ void srht_unsketch_registers_kernel(SrhtRows d, const float* scratch, Scalar* out, index_t ldo, float alpha,
-                                               float beta, index_t rows) {
+__global__ void __launch_bounds__(kSrhtRegisterThreads)
+    srht_unsketch_registers_kernel(SrhtRows d, const float* scratch, Scalar* out, index_t ldo, float alpha, float beta,
+                                   index_t rows) {
   srht_unsketch_registers_thread(this_thread_1d(), d, scratch, out, ldo, alpha, beta, rows, ToFloat<Scalar>{},
                                  FromFloat<Scalar>{});
 }
 
 template <class Scalar>
-__global__ void srht_materialize_kernel(EntryParams params, const std::uint32_t* sample, PanelRect rect, Scalar* p,
-                                        index_t ld) {
+__global__ void __launch_bounds__(kSrhtRegisterThreads)
+    srht_materialize_kernel(EntryParams params, const std::uint32_t* sample, PanelRect rect, Scalar* p, index_t ld) {
   srht_materialize_thread(this_thread_1d(), params, sample, rect, p, ld, FromFloat<Scalar>{});
 }
 
@@ -162,7 +154,7 @@ __global__ void srht_materialize_kernel(EntryParams params, const std::uint32_t*
 /// longer than 2^10, else 32): the one place the run-time plan picks a kernel instantiation.
 template <class F>
 void with_chunk_elems(const SrhtPlan& p, F&& f) {
-  if (p.chunk.log2_elems > 5) {
+  if (srht_chunk_elems(p) == 64) {
     f(std::integral_constant<int, 64>{});
   } else {
     f(std::integral_constant<int, 32>{});
@@ -185,17 +177,6 @@ void for_each_srht_chunk_kernel(const SrhtPlan& p, F&& f) {
   });
 }
 
-/// Grid of a chunk kernel over `rows` rows: one block per 2^chunk.log2_rows (row, chunk) tasks, grid-stride beyond
-/// 2^16 blocks.
-inline unsigned srht_chunk_blocks(const SrhtPlan& p, index_t rows) {
-  return static_cast<unsigned>(std::min<index_t>(srht_chunk_blocks_needed(p, rows), index_t{1} << 16));
-}
-
-/// Grid of a register pass over `rows` rows: 256 threads per block, grid-stride beyond 2^16 blocks.
-inline Launch1d srht_register_launch(const SrhtPlan& p, index_t rows) {
-  return grid_stride_launch(srht_register_tasks(p, rows), 256);
-}
-
 /// Enqueues z = x P on `stream`: one chunk kernel per row (one pass), or, per group of at most scratch_rows rows,
 /// the register pass into `scratch` and the chunk kernel from it (two passes).
 template <class Scalar>
@@ -208,13 +189,14 @@ void enqueue_srht_sketch(const SrhtRows& d, float* scratch, index_t scratch_rows
     if (!srht_two_pass(d.plan)) {
       launch_kernel("srht_sketch_chunks_kernel", [&] {
         srht_sketch_chunks_kernel<Scalar, kElems, SrhtChunkIo::kDirect>
-            <<<srht_chunk_blocks(d.plan, x.rows), threads, smem, stream>>>(d, x.data, x.row_stride, nullptr, z.data,
-                                                                           z.row_stride, x.rows);
+            <<<static_cast<unsigned>(srht_chunk_blocks(d.plan, x.rows)), threads, smem, stream>>>(
+                d, x.data, x.row_stride, nullptr, z.data, z.row_stride, x.rows);
       });
       return;
     }
-    for (index_t r0 = 0; r0 < x.rows; r0 += scratch_rows) {
-      const index_t rows = std::min(scratch_rows, x.rows - r0);
+    const index_t group = srht_group_rows(d.plan, x.rows, scratch_rows);
+    for (index_t r0 = 0; r0 < x.rows; r0 += group) {
+      const index_t rows = std::min(group, x.rows - r0);
       const Launch1d reg = srht_register_launch(d.plan, rows);
       launch_kernel("srht_sketch_registers_kernel", [&] {
         srht_sketch_registers_kernel<Scalar>
@@ -223,7 +205,7 @@ void enqueue_srht_sketch(const SrhtRows& d, float* scratch, index_t scratch_rows
       });
       launch_kernel("srht_sketch_chunks_kernel", [&] {
         srht_sketch_chunks_kernel<Scalar, kElems, SrhtChunkIo::kScratch>
-            <<<srht_chunk_blocks(d.plan, rows), threads, smem, stream>>>(
+            <<<static_cast<unsigned>(srht_chunk_blocks(d.plan, rows)), threads, smem, stream>>>(
                 d, nullptr, 0, scratch, z.data + r0 * z.row_stride, z.row_stride, rows);
       });
     }
@@ -242,17 +224,18 @@ void enqueue_srht_unsketch(const SrhtRows& d, float* scratch, index_t scratch_ro
     if (!srht_two_pass(d.plan)) {
       launch_kernel("srht_unsketch_chunks_kernel", [&] {
         srht_unsketch_chunks_kernel<Scalar, kElems, SrhtChunkIo::kDirect>
-            <<<srht_chunk_blocks(d.plan, g.rows), threads, smem, stream>>>(d, g.data, g.row_stride, nullptr, out.data,
-                                                                           out.row_stride, alpha, beta, g.rows);
+            <<<static_cast<unsigned>(srht_chunk_blocks(d.plan, g.rows)), threads, smem, stream>>>(
+                d, g.data, g.row_stride, nullptr, out.data, out.row_stride, alpha, beta, g.rows);
       });
       return;
     }
-    for (index_t r0 = 0; r0 < g.rows; r0 += scratch_rows) {
-      const index_t rows = std::min(scratch_rows, g.rows - r0);
+    const index_t group = srht_group_rows(d.plan, g.rows, scratch_rows);
+    for (index_t r0 = 0; r0 < g.rows; r0 += group) {
+      const index_t rows = std::min(group, g.rows - r0);
       launch_kernel("srht_unsketch_chunks_kernel", [&] {
         srht_unsketch_chunks_kernel<Scalar, kElems, SrhtChunkIo::kScratch>
-            <<<srht_chunk_blocks(d.plan, rows), threads, smem, stream>>>(d, g.data + r0 * g.row_stride, g.row_stride,
-                                                                         scratch, nullptr, 0, alpha, beta, rows);
+            <<<static_cast<unsigned>(srht_chunk_blocks(d.plan, rows)), threads, smem, stream>>>(
+                d, g.data + r0 * g.row_stride, g.row_stride, scratch, nullptr, 0, alpha, beta, rows);
       });
       const Launch1d reg = srht_register_launch(d.plan, rows);
       launch_kernel("srht_unsketch_registers_kernel", [&] {

@@ -138,7 +138,8 @@ class Projector<Cuda, Srht, Scalar> : public detail::CudaProjectorBase {
     detail::check_view("Projector::materialize", "p", p, n_, "n", r_, "r");
     const detail::DeviceGuard guard(device_, "Projector::materialize: cudaSetDevice");
     const detail::PanelRect rect{0, n_, 0, r_};
-    const detail::Launch1d launch = detail::grid_stride_launch(detail::panel_task_count(rect, 1), 256);
+    const detail::Launch1d launch =
+        detail::grid_stride_launch(detail::panel_task_count(rect, 1), detail::kSrhtRegisterThreads);
     detail::launch_kernel("srht_materialize_kernel", [&] {
       detail::srht_materialize_kernel<Scalar>
           <<<static_cast<unsigned>(launch.blocks), static_cast<unsigned>(launch.threads), 0, stream>>>(

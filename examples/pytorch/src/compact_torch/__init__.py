@@ -3,23 +3,26 @@
 random projections.
 
     import compact_torch as ct
-    ct.compress(model, rank=0.25, dist="gaussian")          # nn.Linear -> CompactLinear, in place
+    ct.compress(model, rank=0.25, dist="gaussian")          # the paper's layers -> CompactLinear, in place
     opt = ct.CompressedAdamW(model.parameters(), lr=1e-3)   # m x r moments for compressed layers
     ddp = ct.DistributedDataParallel(model)                 # all-reduces Ghat (m x r), not m x n
+    ct.decompress(model)                                    # back to nn.Linear, same weights
 
-See docs/pytorch.md.
+The operators are torch.ops.compact.* (torch.compile traces them). See docs/pytorch.md. The CPU memory tracker of
+the measurements is compact_torch.memory, which the package never imports.
 """
-from ._ext import CompactError, compressed_grad, has_cuda, materialize, sketch, unsketch_grad_
-from .compress import DEFAULT_EXCLUDE, compress
-from .distributed import AllReduceTraffic, DistributedDataParallel, counting_allreduce_hook
-from .linear import CompactLinear, compact_layers, owner_of, resolve_rank
-from .memory import CpuMemoryTracker
+from ._ext import CompactError, build_info, compressed_grad, has_cuda, materialize, sketch, unsketch_grad_
+from .compress import DEFAULT_EXCLUDE, FAMILY_DEFAULTS, compress, decompress, sketch_config
+from .distributed import (AllReduceTraffic, DistributedDataParallel, check_sketch_states, counting_allreduce_hook,
+                          fully_shard)
+from .linear import CompactLinear, compact_layers, owner_of, resolve_rank, weight_owner_of
 from .optim import CompressedAdamW
 
-__version__ = "0.1.0"
+__version__ = build_info()["compact"]  # compact's version (compact/config.hpp), which this package shares
 
 __all__ = [
-    "AllReduceTraffic", "CompactError", "CompactLinear", "CompressedAdamW", "CpuMemoryTracker", "DEFAULT_EXCLUDE",
-    "DistributedDataParallel", "compact_layers", "compress", "compressed_grad", "counting_allreduce_hook",
-    "has_cuda", "materialize", "owner_of", "resolve_rank", "sketch", "unsketch_grad_",
+    "AllReduceTraffic", "CompactError", "CompactLinear", "CompressedAdamW", "DEFAULT_EXCLUDE", "FAMILY_DEFAULTS",
+    "DistributedDataParallel", "build_info", "check_sketch_states", "compact_layers", "compress", "compressed_grad",
+    "counting_allreduce_hook", "decompress", "fully_shard", "has_cuda", "materialize", "owner_of", "resolve_rank",
+    "sketch", "sketch_config", "unsketch_grad_", "weight_owner_of",
 ]

@@ -1,18 +1,48 @@
 # SPDX-License-Identifier: MIT
-"""compress(): replace the nn.Linear layers of an existing model by CompactLinear, in place."""
+"""compress() and decompress(): turn a model's linear layers into CompactLinear in place, and back.
+
+Like a PEFT adapter, the conversion can be undone and leaves checkpoints plain: a compressed model's state dict has
+exactly the plain model's keys, and its sketch configuration (which layers, rank, distribution, seed, stream,
+period) is JSON: ``sketch_config(model)``, kept in ``model.config.compact_torch`` for Hugging Face models so that
+``save_pretrained`` writes it to config.json. ``compress()`` on a model loaded from such a checkpoint restores it.
+"""
 import fnmatch
+import json
+import os
 
 from torch import nn
 
 from ._ext import CompactError
-from .linear import CompactLinear, _SharePool
+from .linear import FIRST_AUTO_STREAM, CompactLinear, _SharePool, compact_layers, is_conv1d
 
-# The paper compresses every linear layer of the transformer blocks except the attention output projection, and
-# leaves embeddings and the output head alone. These patterns (fnmatch on the module's dotted name) name those
-# layers in Hugging Face LLaMA/Mistral/Qwen (o_proj, lm_head), GPT-NeoX/OPT-style (out_proj), BERT/RoBERTa
-# (attention.output.dense, classifier) and sequence-classification heads (score).
+# The generic default, for models of no known family: every linear layer except attention output projections and
+# heads. These patterns (fnmatch on the module's dotted name) name those layers in Hugging Face LLaMA/Mistral/Qwen
+# (o_proj, lm_head), GPT-NeoX/OPT-style (out_proj), BERT/RoBERTa (attention.output.dense, classifier, pooler) and
+# sequence-classification heads (score).
 DEFAULT_EXCLUDE = ("lm_head", "*.lm_head", "*.o_proj", "*.out_proj", "*.attention.output.dense", "score",
-                   "classifier", "classifier.*", "*.classifier", "*.classifier.*")
+                   "classifier", "classifier.*", "*.classifier", "*.classifier.*", "*.pooler.dense", "pooler.dense")
+
+# The paper's choice of layers (Shamshoum et al., NAACL 2025): the linear layers of every transformer block that read
+# the block's hidden states -- the attention's query, key and value projections and the whole MLP -- but not the
+# attention output projection; embeddings, poolers and task heads stay full rank. Per family, as (include, exclude)
+# patterns on Hugging Face's module names:
+#   decoders (LLaMA, Mistral, Qwen2/3): q_proj, k_proj, v_proj, gate_proj, up_proj, down_proj (not o_proj);
+#   BERT/RoBERTa, the paper's fine-tuning model: attention.self.{query,key,value}, intermediate.dense (the MLP's up
+#     projection) and output.dense (its down projection), not attention.output.dense (the attention output);
+#   GPT-2 (Conv1D layers): attn.c_attn (q, k, v fused), mlp.c_fc, mlp.c_proj, not attn.c_proj.
+_DECODER = (("*.self_attn.q_proj", "*.self_attn.k_proj", "*.self_attn.v_proj", "*.mlp.gate_proj", "*.mlp.up_proj",
+             "*.mlp.down_proj"), ())
+_ENCODER = (("*.attention.self.query", "*.attention.self.key", "*.attention.self.value", "*.intermediate.dense",
+             "*.output.dense"), ("*.attention.output.dense",))
+FAMILY_DEFAULTS = {
+    "llama": _DECODER, "mistral": _DECODER, "qwen2": _DECODER, "qwen3": _DECODER,
+    "bert": _ENCODER, "roberta": _ENCODER, "xlm-roberta": _ENCODER,
+    "gpt2": (("*.attn.c_attn", "*.mlp.c_fc", "*.mlp.c_proj"), ()),
+}
+
+DEFAULTS = {"rank": 0.25, "dist": "gaussian", "share_inputs": True, "seed": 0, "period": 200}
+CONFIG_FORMAT = "compact_torch.sketch_config"
+CONFIG_VERSION = 1
 
 
 def _matches(name, patterns):
@@ -30,29 +60,146 @@ def _tied_parameters(model):
     return tied
 
 
-def compress(model, rank=0.25, dist="gaussian", share_inputs=True, include=None, exclude=DEFAULT_EXCLUDE, seed=0,
-             period=200):
-    """Replaces ``model``'s ``nn.Linear`` layers by ``CompactLinear`` in place and returns ``model``.
+def model_family(model):
+    """The Hugging Face ``model_type`` of ``model.config`` (e.g. "llama", "roberta"), or None."""
+    return getattr(getattr(model, "config", None), "model_type", None)
+
+
+def _is_compressible(module):
+    return type(module) is nn.Linear or is_conv1d(module)  # exactly nn.Linear: subclasses may change forward
+
+
+def _hf_config(model):
+    config = getattr(model, "config", None)
+    return config if config is not None and hasattr(config, "to_dict") else None
+
+
+def sketch_config(model):
+    """The sketch configuration of ``model``'s CompactLinear layers as JSON values: {"format", "version", "layers":
+    {module name: {"rank", "dist", "seed", "stream", "period", "layout", "sharing_decided", "share_group"}}}.
+    ``compress(model, config=...)`` restores it on the plain model."""
+    return {"format": CONFIG_FORMAT, "version": CONFIG_VERSION,
+            "layers": {name: m.config() for name, m in model.named_modules() if isinstance(m, CompactLinear)}}
+
+
+def _publish(model):
+    """Points model.config.compact_torch (Hugging Face models) at the live configuration: each layer keeps its own
+    entry and updates it when its sharing is decided or its state is loaded."""
+    config = _hf_config(model)
+    if config is None:
+        return
+    record = sketch_config(model)
+    for name, entry in record["layers"].items():
+        model.get_submodule(name)._record = entry
+    config.compact_torch = record
+
+
+def _load_config(config):
+    if isinstance(config, (str, os.PathLike)):
+        with open(config, encoding="utf-8") as f:
+            config = json.load(f)
+    if not isinstance(config, dict) or config.get("format") != CONFIG_FORMAT:
+        raise CompactError(f"compact: compress: argument config is not a sketch configuration (a dict with format = "
+                           f"{CONFIG_FORMAT!r}, from sketch_config or model.config.compact_torch)")
+    if config.get("version") != CONFIG_VERSION:
+        raise CompactError(f"compact: compress: sketch configuration version {config.get('version')!r} is not "
+                           f"supported (this compact_torch reads version {CONFIG_VERSION})")
+    return config
+
+
+def _replace(model, replacements):
+    for name, layer in replacements:
+        parent_name, _, child = name.rpartition(".")
+        parent = model.get_submodule(parent_name) if parent_name else model
+        setattr(parent, child, layer)
+
+
+def _restore(model, config):
+    """compress() from a saved sketch configuration: the same layers, ranks, streams and sharing."""
+    replacements, states, pools = [], {}, {}
+    for name, rec in config["layers"].items():
+        try:
+            module = model.get_submodule(name)
+        except AttributeError:
+            raise CompactError(f"compact: compress: the sketch configuration names layer {name!r}, which this model "
+                               "does not have") from None
+        layout = "conv1d" if is_conv1d(module) else "linear" if type(module) is nn.Linear else None
+        if layout != rec["layout"]:
+            raise CompactError(f"compact: compress: the sketch configuration has layer {name!r} as {rec['layout']}, "
+                               f"but the model's is a {type(module).__name__}")
+        layer = CompactLinear.from_module(module, rank=int(rec["rank"]), dist=rec["dist"], seed=int(rec["seed"]),
+                                          period=int(rec["period"]), stream=int(rec["stream"]))
+        key = (layer.seed, layer.stream, layer.period, layer.rank, layer.dist)
+        if key in states:  # siblings: one state tensor, as after their first forward
+            layer._share_state_with(states[key])
+        states.setdefault(key, layer._state)
+        if rec.get("share_group") is not None:
+            layer._pool = pools.setdefault(rec["share_group"], _SharePool(rec["share_group"]))
+        layer._sharing_decided = bool(rec["sharing_decided"]) or layer._pool is None
+        replacements.append((name, layer))
+    if not replacements:
+        raise CompactError("compact: compress: the sketch configuration lists no layer")
+    _replace(model, replacements)
+    _publish(model)
+    return model
+
+
+def compress(model, rank=None, dist=None, share_inputs=None, include=None, exclude=None, seed=None, period=None,
+             config=None):
+    """Replaces linear layers of ``model`` (``nn.Linear``, and GPT-2's ``Conv1D``) by ``CompactLinear`` in place
+    and returns ``model``.
 
     Args:
-        rank: per layer; < 1 is a fraction of the layer's in_features, >= 1 an absolute rank.
-        dist: "gaussian", "rademacher" or "srht".
-        share_inputs: layers that read the same input tensor (q/k/v; gate/up) share one P and one stored z. The
-            grouping is observed on the first forward with autograd (every rank and every resumed run sees the same
-            one) and saved in the state dict.
-        include: fnmatch patterns of module names to compress (default: every nn.Linear).
-        exclude: patterns to leave alone (default ``DEFAULT_EXCLUDE``: attention output projections, lm_head,
-            classifier heads). Linear layers whose weight is tied to another module's (e.g. a tied lm_head) are
-            never compressed.
-        seed, period: of every layer's P (streams are numbered 0, 1, ... in module order).
+        rank: per layer; < 1 is a fraction of the layer's in_features, >= 1 an absolute rank (default 0.25).
+        dist: "gaussian" (default), "rademacher" or "srht".
+        share_inputs: layers that read the same input tensor (q/k/v; gate/up) share one P and one stored z (default
+            True). The grouping is observed on the first forward with autograd (eagerly: before torch.compile) and
+            recorded in the sketch configuration.
+        include, exclude: fnmatch patterns of module names to compress / to leave. When both are None, the paper's
+            layers for the model's family (``FAMILY_DEFAULTS``, by ``model.config.model_type``: LLaMA, Mistral, Qwen2,
+            Qwen3, BERT, RoBERTa, XLM-RoBERTa, GPT-2), and for other models every linear layer but
+            ``DEFAULT_EXCLUDE`` (attention output projections, heads, poolers). Given include alone, exclude is
+            empty; given exclude alone, include is the family's (or every layer). Layers whose weight is tied to
+            another module's (e.g. a tied lm_head) are never compressed.
+        seed, period: of every layer's P (defaults 0 and 200). Streams are numbered in module order, after the
+            streams of layers an earlier compress() call made, so two calls never share P by accident.
+        config: a sketch configuration (``sketch_config(model)``, a dict or the path of its JSON) to restore instead
+            of choosing layers; None (default) restores ``model.config.compact_torch`` when the model has no
+            CompactLinear yet and carries one (a model loaded from a compressed model's ``save_pretrained``), False
+            never restores. Restoring takes no other argument.
 
-    Raises CompactError when no layer matches or a rank cannot be built for some layer (before changing anything).
+    Raises CompactError when no layer matches, a rank cannot be built for some layer, or a configuration does not fit
+    the model (before changing anything).
     """
+    given = {k: v for k, v in dict(rank=rank, dist=dist, share_inputs=share_inputs, include=include,
+                                   exclude=exclude, seed=seed, period=period).items() if v is not None}
+    saved = None
+    if config is not None and config is not False:
+        saved = _load_config(config)
+    elif config is None and not compact_layers(model):
+        hf = _hf_config(model)
+        if hf is not None and getattr(hf, "compact_torch", None):
+            saved = _load_config(hf.compact_torch)
+    if saved is not None:
+        if given:
+            raise CompactError(f"compact: compress: the model carries a saved sketch configuration, which compress "
+                               f"restores; it takes no other argument, got {sorted(given)} (pass config=False to "
+                               "compress afresh)")
+        return _restore(model, saved)
+
+    opts = {**DEFAULTS, **{k: v for k, v in given.items() if k in DEFAULTS}}
+    family = FAMILY_DEFAULTS.get(model_family(model))
+    if include is None and exclude is None:
+        include, exclude = family if family is not None else (None, DEFAULT_EXCLUDE)
+    elif include is None:
+        include = family[0] if family is not None else None
+    elif exclude is None:
+        exclude = ()
     tied = _tied_parameters(model)
     chosen = []
     for name, module in model.named_modules():
-        if type(module) is not nn.Linear or not name:  # exactly nn.Linear (subclasses may change forward), not
-            continue                                    # the model itself (use CompactLinear.from_linear)
+        if not name or not _is_compressible(module):  # not the model itself (use CompactLinear.from_module)
+            continue
         if include is not None and not _matches(name, include):
             continue
         if exclude and _matches(name, exclude):
@@ -62,18 +209,34 @@ def compress(model, rank=0.25, dist="gaussian", share_inputs=True, include=None,
         chosen.append(name)
     if not chosen:
         raise CompactError(f"compact: compress: no nn.Linear matched include = {include!r}, exclude = {exclude!r}")
-    pool = _SharePool() if share_inputs else None
+    existing = compact_layers(model)
+    used = [layer.stream for layer in existing if layer.stream < FIRST_AUTO_STREAM]
+    first = max(used) + 1 if used else 0
+    group = 1 + max((layer._pool.group for layer in existing if layer._pool is not None), default=-1)
+    pool = _SharePool(group) if opts["share_inputs"] else None
     # Build every replacement first, so a bad rank for some layer leaves the model untouched.
     replacements = []
-    for stream, name in enumerate(chosen):
-        linear = model.get_submodule(name)
-        layer = CompactLinear.from_linear(linear, rank=rank, dist=dist, seed=seed, period=period, stream=stream)
+    for k, name in enumerate(chosen):
+        layer = CompactLinear.from_module(model.get_submodule(name), rank=opts["rank"], dist=opts["dist"],
+                                          seed=opts["seed"], period=opts["period"], stream=first + k)
         if pool is not None:
             layer._pool = pool
             layer._sharing_decided = False
         replacements.append((name, layer))
-    for name, layer in replacements:
-        parent_name, _, child = name.rpartition(".")
-        parent = model.get_submodule(parent_name) if parent_name else model
-        setattr(parent, child, layer)
+    _replace(model, replacements)
+    _publish(model)
+    return model
+
+
+def decompress(model):
+    """Undoes compress(): every CompactLinear in ``model`` becomes the ``nn.Linear`` (or ``Conv1D``) it stands for,
+    holding the same weight and bias tensors, the weight trainable again; ``model.config.compact_torch`` is removed.
+    Returns ``model``. An optimizer built for the compressed model must be rebuilt."""
+    if isinstance(model, CompactLinear):
+        raise CompactError("compact: decompress: call layer.to_plain() on a single CompactLinear")
+    replacements = [(name, m.to_plain()) for name, m in model.named_modules() if isinstance(m, CompactLinear)]
+    _replace(model, replacements)
+    config = _hf_config(model)
+    if config is not None and hasattr(config, "compact_torch"):
+        del config.compact_torch
     return model

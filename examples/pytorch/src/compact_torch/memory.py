@@ -1,24 +1,33 @@
 # SPDX-License-Identifier: MIT
 """Peak training memory as the paper measures it: peak allocated bytes, split into weights, gradients, optimizer
-state and activations.
+state, activations (tensors autograd saved for backward) and temporaries (everything else the step allocated).
 
-On the GPU the peak is ``torch.cuda.max_memory_allocated`` (what the paper reports). On the CPU there is no such
-counter, and RSS counts the allocator's caches, the corpus, libraries and freed-but-unreturned pages, so the
-extension installs a tracking CPU allocator: it wraps c10's CPU allocator (which serves every CPU tensor torch
-creates) and logs (pointer, bytes, allocation sequence number, free sequence number) for every allocation while
-recording. The live bytes at every moment follow exactly from the log, so does the peak, and so does the set of
-allocations live at the peak. Each of those is then classified by pointer: the storages of parameters and buffers
-(weights), of ``.grad`` tensors (gradients) and of optimizer state tensors (optimizer state), which are still live
-when recording stops; every allocation made and freed inside the measured step is an activation or temporary
-(autograd's saved tensors, intermediate results, the sketch z). The count is exact for torch tensors; memory that
-a library mallocs itself is not seen, which for compact is the bounded scratch of its CPU backend
-(``_ext.cpu_scratch_bytes``), reported next to the peak.
+This module is a measuring tool for scripts and tests; the compact_torch package never imports it. On the GPU the
+peak is ``torch.cuda.max_memory_allocated`` (what the paper reports). On the CPU there is no such counter, and RSS
+counts the allocator's caches, the corpus, libraries and freed-but-unreturned pages, so ``CpuMemoryTracker`` loads
+compact_torch._memtrack, which replaces torch's CPU allocator *for the rest of the process* by one that wraps it
+(c10's CPU allocator serves every CPU tensor torch creates) and logs (pointer, bytes, allocation sequence number,
+free sequence number) for every allocation while recording. The live bytes at every moment follow exactly from the
+log, so does the peak, and so does the set of allocations live at the peak. Each of those is then classified:
+
+- weights, gradients, optimizer: the storages of parameters and buffers, of ``.grad`` tensors and of optimizer state
+  tensors, which are still live when recording stops (matched by pointer);
+- activations: allocations that autograd saved for backward while they were live (a saved-tensor hook notes the
+  storage's pointer and the allocator's sequence number at the moment of saving; the z of a CompactLinear is one);
+- temporaries: every other allocation made inside the step: intermediate results, the batch, the loss, autograd's
+  gradient buffers before they land in ``.grad``, and the optimizer's temporaries (AdamW's per-parameter
+  ``denom`` and, with foreach, whole lists of them);
+- other: live at the peak, made before the step and belonging to no category (tensors of other objects).
+
+The count is exact for torch tensors; memory that a library mallocs itself is not seen, which for compact is the
+bounded scratch of its CPU backend (``compact_torch._ext.cpu_scratch_bytes``), reported next to the peak.
+``profiler_peak`` measures the same step's peak with ``torch.profiler`` (``profile_memory=True``) for comparison.
 """
+import array
+
 import torch
 
-from . import _ext
-
-CATEGORIES = ("weights", "gradients", "optimizer", "activations", "other")
+CATEGORIES = ("weights", "gradients", "optimizer", "activations", "temporaries", "other")
 
 
 def storage_of(t):
@@ -56,44 +65,77 @@ def category_bytes(tensors_by_category):
     return out
 
 
+def _memtrack():
+    from . import _memtrack  # the allocator wrapper: loaded only here, by a measuring script
+
+    return _memtrack
+
+
 class CpuMemoryTracker:
     """Exact live bytes of CPU tensors (see the module docstring). Create it before the model: tensors allocated
-    before the tracker is installed are invisible to it (``analyze`` refuses to classify them)."""
+    before the tracker is installed are invisible to it (``analyze`` refuses to classify them). Installing it
+    replaces torch's CPU allocator for the rest of the process; use it in measuring scripts and tests only."""
 
     def __init__(self):
-        _ext._C.tracker_install()
+        self._mt = _memtrack()
+        self._mt.install()
         self._start_seq = None
         self._missed = 0
+        self._saved = None
+        self._hooks = None
 
-    @staticmethod
-    def live_bytes():
-        return int(_ext._C.tracker_live_bytes())
+    def live_bytes(self):
+        return int(self._mt.live_bytes())
+
+    def seq(self):
+        """The allocator's sequence number now (to mark phases of a step: compare with the report's peak_seq)."""
+        return int(self._mt.seq())
 
     def start(self):
-        """Starts recording (the allocations live now are part of the log)."""
-        self._missed = int(_ext._C.tracker_missed_frees())
-        self._start_seq = int(_ext._C.tracker_start())
+        """Starts recording (the allocations live now are part of the log) and notes the tensors autograd saves."""
+        self._missed = int(self._mt.missed_frees())
+        self._saved = array.array("q")
+        self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, _unpack)
+        self._hooks.__enter__()
+        self._start_seq = int(self._mt.start())
+
+    def _pack(self, t):
+        ptr = storage_of(t).data_ptr() if t.numel() and t.device.type == "cpu" else 0
+        if ptr:
+            self._saved.append(ptr)
+            self._saved.append(int(self._mt.seq()))
+        return t
 
     def stop(self, tensors_by_category):
         """Stops recording and returns the peak and its breakdown (see ``analyze``)."""
-        records, tracker_peak = _ext._C.tracker_stop()
-        report = analyze(records, self._start_seq, tensors_by_category)
+        log, tracker_peak = self._mt.stop()
+        self._hooks.__exit__(None, None, None)
+        records = torch.frombuffer(bytearray(log), dtype=torch.int64).reshape(-1, 4) if log else \
+            torch.zeros(0, 4, dtype=torch.int64)
+        saved = torch.frombuffer(self._saved, dtype=torch.int64).reshape(-1, 2) if len(self._saved) else \
+            torch.zeros(0, 2, dtype=torch.int64)
+        report = analyze(records, self._start_seq, tensors_by_category, saved)
         # Storages released without the tracker's deleter during the step (closed when their address came back).
-        report["missed_frees"] = int(_ext._C.tracker_missed_frees()) - self._missed
+        report["missed_frees"] = int(self._mt.missed_frees()) - self._missed
         if report["peak"] != tracker_peak:
             raise RuntimeError(f"compact_torch.memory: the log gives a peak of {report['peak']} bytes but the "
                                f"tracker counted {tracker_peak}")
         return report
 
 
-def analyze(records, start_seq, tensors_by_category):
+def _unpack(t):
+    return t
+
+
+def analyze(records, start_seq, tensors_by_category, saved=None):
     """Peak live bytes over the log and the bytes of each category live at that moment.
 
     ``records``: int64 rows (ptr, bytes, alloc_seq, free_seq or -1 if still live); rows with alloc_seq <= start_seq
-    were live when recording started. Returns {"peak": bytes, "weights": ..., "gradients": ..., "optimizer": ...,
-    "activations": ..., "other": ...} (the categories sum to the peak; "other" is what was live but belongs to no
-    category and was not freed in the step, e.g. data or tensors of other objects), "total" (= peak - other) and
-    "end": the categories live at the end.
+    were live when recording started. ``saved``: int64 rows (ptr, seq) of the tensors autograd saved, each with the
+    sequence number at the moment of saving. Returns {"peak": bytes, "weights", "gradients", "optimizer",
+    "activations", "temporaries", "other"} (the categories sum to the peak), "total" (= peak - other), "peak_seq" (the
+    sequence number at the peak, to place it among marks taken with the tracker's ``seq()``) and "end": the
+    categories live at the end.
     """
     ptr, nbytes, alloc, free = (records[:, k] for k in range(4))
     base = int(nbytes[alloc <= start_seq].sum())
@@ -123,30 +165,94 @@ def analyze(records, start_seq, tensors_by_category):
         raise RuntimeError(f"compact_torch.memory: {len(missing)} tensors ({sorted(set(missing))}) were allocated "
                            "before the tracker was installed; create CpuMemoryTracker before the model")
 
+    # The allocations autograd saved: the record of the pointer that was live at the moment of saving.
+    activation = torch.zeros(records.shape[0], dtype=torch.bool)
+    if saved is not None and saved.numel():
+        by_ptr = {}
+        for k, p in enumerate(ptr.tolist()):
+            by_ptr.setdefault(p, []).append(k)
+        alloc_l, free_l = alloc.tolist(), free.tolist()
+        for p, seq in saved.tolist():
+            for k in by_ptr.get(p, ()):
+                if alloc_l[k] <= seq and (free_l[k] < 0 or free_l[k] > seq):
+                    activation[k] = True
+                    break
+
     out = {c: 0 for c in CATEGORIES}
     end = {c: 0 for c in CATEGORIES}
-    for p, b, is_freed, live_at_peak in zip(ptr.tolist(), nbytes.tolist(), freed.tolist(), at_peak.tolist()):
-        cat = "activations" if is_freed else category_of.get(p, "other")
+    rows = zip(ptr.tolist(), nbytes.tolist(), alloc.tolist(), freed.tolist(), at_peak.tolist(), activation.tolist())
+    for p, b, a, is_freed, live_at_peak, saved_for_backward in rows:
+        cat = category_of.get(p) if not is_freed else None
+        if cat is None:
+            if saved_for_backward and a > start_seq:
+                cat = "activations"
+            elif a > start_seq:
+                cat = "temporaries"
+            else:
+                cat = "other"
         if live_at_peak:
             out[cat] += b
         if not is_freed:
             end[cat] += b
     assert sum(out.values()) == peak
     out["peak"] = peak
-    out["total"] = peak - out["other"]  # training memory at the peak: weights + gradients + optimizer + activations
+    out["peak_seq"] = t_peak
+    out["total"] = peak - out["other"]  # training memory at the peak
     out["end"] = end
     return out
 
 
+def profiler_peak(step):
+    """Runs ``step()`` under ``torch.profiler.profile(profile_memory=True)`` (CPU) and returns the peak of the CPU
+    bytes allocated by torch during it, above what was allocated when it started, from the profiler's own allocation
+    events (torch >= 2.1). The profiler sees frees only of blocks allocated while it records, so this equals the
+    tracker's peak minus its live bytes at the start exactly when the step frees nothing allocated before it."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        step()
+    # Each allocation event carries the allocator's running total of profiled bytes after it (total_allocated) and
+    # its own size (negative for a free): the total before the first event is the smallest "before" value.
+    after, before = [], []
+
+    def visit(node):
+        if node.tag == torch._C._profiler._EventType.Allocation and node.extra_fields.device.type == "cpu":
+            after.append(node.extra_fields.total_allocated)
+            before.append(node.extra_fields.total_allocated - node.extra_fields.alloc_size)
+        for child in node.children:
+            visit(child)
+
+    for root in prof.profiler.kineto_results.experimental_event_tree():
+        visit(root)
+    return max(after) - min(before) if after else 0
+
+
+def compact_scratch_bytes(model):
+    """The largest scratch compact's CPU backend mallocs in one call (sketch or unsketch_grad) for ``model``'s
+    CompactLinear layers: outside torch's allocator, so the tracker does not see it; an upper bound to add to a
+    compact total (one call runs at a time)."""
+    from . import _ext
+    from .linear import compact_layers
+
+    best = 0
+    for layer in compact_layers(model):
+        dtype = torch.float64 if layer.weight.dtype == torch.float64 else torch.float32
+        for unsketch in (False, True):
+            best = max(best, _ext.cpu_scratch_bytes(layer.in_features, layer.rank, layer.dist, dtype, unsketch))
+    return best
+
+
 def cuda_peak_report(model, optimizer, device):
     """After a step measured from ``torch.cuda.reset_peak_memory_stats``: the peak (max_memory_allocated) and the
-    bytes of weights, gradients and optimizer state (tensor sizes); "activations" is the rest of the peak, i.e.
-    activations and temporaries assuming every gradient is live at the peak (exact when the peak falls in the
-    optimizer step, an underestimate of activations by the gradients not yet formed otherwise)."""
+    bytes of weights, gradients and optimizer state (tensor sizes); "activations+temporaries" is the rest of the
+    peak, assuming every gradient is live at the peak (exact when the peak falls in the optimizer step, an
+    underestimate of the rest by the gradients not yet formed otherwise)."""
     peak = int(torch.cuda.max_memory_allocated(device))
     sizes = category_bytes(model_tensors(model, optimizer))
     out = dict(sizes)
-    out["activations"] = peak - sum(sizes.values())
+    out["activations"] = None
+    out["temporaries"] = None
+    out["activations+temporaries"] = peak - sum(sizes.values())
     out["other"] = 0
     out["peak"] = out["total"] = peak
     return out
