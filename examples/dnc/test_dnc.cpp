@@ -60,6 +60,18 @@ struct MemoryCase {
   }
 };
 
+/// The small DNC of the whole-model tests: X = 5, Y = 3, H = 12, W = 4, R = 2, CompAct rank in / 3.
+dnc::DncConfig tiny_config() {
+  dnc::DncConfig c;
+  c.input = 5;
+  c.output = 3;
+  c.hidden = 12;
+  c.width = 4;
+  c.reads = 2;
+  c.rank_div = 3;
+  return c;
+}
+
 }  // namespace
 
 TEST_CASE("content weighting is the softmax of strength times cosine similarity over slots") {
@@ -284,13 +296,7 @@ TEST_CASE("a CompAct layer applied over T time steps accumulates exactly sum_t d
 
 TEST_CASE("a CompAct DNC computes the full-rank DNC's outputs and its gradients G P, through the whole unrolled run") {
   // gates and head are CompAct, readout is full rank in both.
-  dnc::DncConfig config;
-  config.input = 5;
-  config.output = 3;
-  config.hidden = 12;
-  config.width = 4;
-  config.reads = 2;
-  config.rank_div = 3;
+  dnc::DncConfig config = tiny_config();
   torch::manual_seed(21);
   dnc::Dnc full(config);
   config.compact = true;
@@ -448,13 +454,7 @@ TEST_CASE("a DNC step's linear layers hold exactly [x; r; h] and h at full rank,
   using dnc::ByteSite;
   for (const bool compact : {false, true}) {
     CAPTURE(compact);
-    dnc::DncConfig c;
-    c.input = 5;
-    c.output = 3;
-    c.hidden = 12;
-    c.width = 4;
-    c.reads = 2;
-    c.rank_div = 3;
+    dnc::DncConfig c = tiny_config();
     c.compact = compact;
     torch::manual_seed(3);
     dnc::Dnc model(c);
@@ -651,12 +651,7 @@ TEST_CASE("a checkpointed memory step computes the same values and the same grad
 }
 
 TEST_CASE("a DNC with its memory step checkpointed computes the same outputs and weight gradients") {
-  dnc::DncConfig config;
-  config.input = 5;
-  config.output = 3;
-  config.hidden = 12;
-  config.width = 4;
-  config.reads = 2;
+  dnc::DncConfig config = tiny_config();
   for (const bool compact : {false, true}) {
     CAPTURE(compact);
     config.compact = compact;
