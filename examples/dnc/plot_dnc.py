@@ -180,11 +180,15 @@ def stats(values):
 
 def fmt(values):
     m, sd, lo, hi = stats(values)
+    if len(values) == 1:
+        return f"{m:.2f} (one seed)"
     return f"{m:.2f} ± {sd:.2f} [{lo:.2f}, {hi:.2f}]"
 
 
 def verdict(a, b, name_a, name_b):
     """Which of two configurations is ahead, stated only when every seed of one beats every seed of the other."""
+    if len(a) < 2 or len(b) < 2:
+        return "one seed: none stated"
     if min(a) > max(b):
         return f"**{name_a}**"
     if min(b) > max(a):
