@@ -31,6 +31,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <random>
 #include <sstream>
 #include <string>
@@ -65,6 +66,9 @@ struct Options {
   int threads = 1;
   int progress_every = 10;
   std::string data_dir = "/usr/share/games/fortunes";
+  // Step time (mode bench).
+  index_t bench_rounds = 7, bench_warmup = 2;
+  std::string bench_dists = "srht,gaussian";
 };
 
 void usage() {
@@ -79,7 +83,12 @@ void usage() {
                "  --seeds K           run every configuration with K seeds (seed, seed + 1, ...); report means\n"
                "  --policy keep|reset|transfer   what CompressedAdamW does to its moments when P is resampled\n"
                "  --run --opt full|compact --rank-div K --sharing shared|per-layer --dist gaussian|srht\n"
-               "                      one configuration in this process (what --all spawns)\n";
+               "                      one configuration in this process (what --all spawns)\n"
+               "  --bench-step        time steps of full rank and CompAct (--rank-div, --sharing, each of\n"
+               "                      --bench-dists) side by side in this process; print tokens/s, the ratio\n"
+               "                      to full rank and a per-phase breakdown (--bench-rounds N, --bench-warmup N)\n"
+               "  --preset llama-60m  the LLaMA-60M shape: --d-model 512 --layers 8 --heads 8 --d-ff 1376\n"
+               "                      --context 256 --batch 4 (1024 tokens per step); later flags override it\n";
 }
 
 Options parse(int argc, char** argv) {
@@ -99,6 +108,23 @@ Options parse(int argc, char** argv) {
       o.mode = "smoke";
     } else if (a == "--run") {
       o.mode = "run";
+    } else if (a == "--bench-step") {
+      o.mode = "bench";
+    } else if (a == "--bench-rounds") {
+      o.bench_rounds = std::stoll(next());
+    } else if (a == "--bench-warmup") {
+      o.bench_warmup = std::stoll(next());
+    } else if (a == "--bench-dists") {
+      o.bench_dists = next();
+    } else if (a == "--preset") {
+      const std::string preset = next();
+      COMPACT_REQUIRE(preset == "llama-60m", "--preset = " << preset << " must be llama-60m");
+      o.d_model = 512;
+      o.layers = 8;
+      o.heads = 8;
+      o.d_ff = 1376;
+      o.context = 256;
+      o.batch = 4;
     } else if (a == "--out-dir") {
       o.out_dir = next();
     } else if (a == "--opt") {
@@ -436,14 +462,14 @@ double evaluate(Decoder& model, const Corpus& c, const Options& o) {
   return total / double(o.eval_batches);
 }
 
-RunResult train_one(const Options& o, const Corpus& corpus, bool print) {
-  ct::SavedBytesCounter counter, head_counter;
+/// The linear-layer setup of configuration `o` (counters as given).
+LinearSetup make_setup(const Options& o, ct::SavedBytesCounter* counter, ct::SavedBytesCounter* head_counter) {
   LinearSetup setup;
   setup.compressed = o.opt == "compact";
   setup.rank_div = o.rank_div;
   setup.shared = o.sharing == "shared";
-  setup.counter = &counter;
-  setup.head_counter = &head_counter;
+  setup.counter = counter;
+  setup.head_counter = head_counter;
   setup.config.dist = ct::parse_dist(o.dist);
   setup.config.optimizer = ct::OptimizerKind::kAdamW;
   setup.config.schedule = compact::Schedule(o.seed, std::uint64_t(o.period));
@@ -455,9 +481,92 @@ RunResult train_one(const Options& o, const Corpus& corpus, bool print) {
   setup.config.adamw.window_policy = o.policy == "keep"    ? compact::WindowPolicy::kKeep
                                      : o.policy == "reset" ? compact::WindowPolicy::kReset
                                                            : compact::WindowPolicy::kTransferFirst;
-  Decoder model(o, corpus.vocab, &setup);
-  torch::optim::AdamW torch_opt(
-      model->parameters(), torch::optim::AdamWOptions(o.lr).betas({0.9, 0.99}).eps(1e-8).weight_decay(o.weight_decay));
+  return setup;
+}
+
+/// Wall time (seconds) of the phases of training steps: forward, backward, optimizer and the rest (batches, learning
+/// rates, zero_grad), with CompAct's parts of each (sketch, Ĝ, compressed update) from compact_torch's PhaseTimes.
+struct StepTimes {
+  double total = 0, forward = 0, backward = 0, optimizer = 0;
+  ct::PhaseTimes compact;
+  double other() const { return total - forward - backward - optimizer; }
+};
+
+/// One configuration's model and optimizers, ready to step (not movable: the setup points to the counters).
+struct Trainer {
+  Trainer(const Options& o, const Corpus& corpus)
+      : setup(make_setup(o, &counter, &head_counter)),
+        model(o, corpus.vocab, &setup),
+        torch_opt(model->parameters(),
+                  torch::optim::AdamWOptions(o.lr).betas({0.9, 0.99}).eps(1e-8).weight_decay(o.weight_decay)) {}
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
+
+  /// One optimizer step (o.accum micro-batches drawn from `gen`) at learning rate `lr`; returns the loss. With
+  /// `times`, its phases are added there. `count` records the saved bytes of the first micro-batch in res.
+  double step(const Options& o, const Corpus& corpus, std::mt19937_64& gen, double lr, StepTimes* times = nullptr,
+              RunResult* count = nullptr) {
+    using clock = std::chrono::steady_clock;
+    const auto seconds = [](clock::time_point a, clock::time_point b) {
+      return std::chrono::duration<double>(b - a).count();
+    };
+    ct::PhaseTimes compact_times;
+    ct::phase_times() = times != nullptr ? &compact_times : nullptr;
+    const auto t_start = clock::now();
+    std::uniform_int_distribution<std::int64_t> pick(0, std::int64_t(corpus.train.size()) - o.context - 2);
+    for (auto& g : torch_opt.param_groups()) static_cast<torch::optim::AdamWOptions&>(g.options()).lr(lr);
+    ct::set_compressed_lr(*model, lr);
+    double step_loss = 0, forward = 0, backward = 0;
+    for (index_t micro = 0; micro < o.accum; ++micro) {
+      std::vector<std::int64_t> starts;
+      for (index_t b = 0; b < o.batch; ++b) starts.push_back(pick(gen));
+      const torch::Tensor w = gather_windows(corpus.train, starts, o.context);
+      counter.reset();
+      head_counter.reset();
+      const auto t0 = clock::now();
+      const torch::Tensor logits = model->forward(w.narrow(1, 0, o.context));
+      if (count != nullptr && micro == 0) {
+        count->counted_block_bytes = counter.bytes();
+        count->counted_bytes = counter.bytes() + head_counter.bytes();
+      }
+      const torch::Tensor loss = torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}),
+                                                                      w.narrow(1, 1, o.context).reshape({-1})) /
+                                 double(o.accum);
+      const auto t1 = clock::now();
+      loss.backward();
+      const auto t2 = clock::now();
+      forward += seconds(t0, t1);
+      backward += seconds(t1, t2);
+      step_loss += loss.item<double>();
+    }
+    const auto t3 = clock::now();
+    torch_opt.step();
+    ct::step_compressed(*model);
+    const auto t4 = clock::now();
+    torch_opt.zero_grad();
+    ct::phase_times() = nullptr;
+    if (times != nullptr) {
+      times->total += seconds(t_start, clock::now());
+      times->forward += forward;
+      times->backward += backward;
+      times->optimizer += seconds(t3, t4);
+      times->compact.sketch += compact_times.sketch;
+      times->compact.ghat += compact_times.ghat;
+      times->compact.update += compact_times.update;
+    }
+    return step_loss;
+  }
+
+  ct::SavedBytesCounter counter, head_counter;
+  LinearSetup setup;
+  Decoder model;
+  torch::optim::AdamW torch_opt;
+};
+
+RunResult train_one(const Options& o, const Corpus& corpus, bool print) {
+  Trainer trainer(o, corpus);
+  const LinearSetup& setup = trainer.setup;
+  Decoder& model = trainer.model;
   RunResult res;
   res.name = config_name(o);
 
@@ -471,35 +580,12 @@ RunResult train_one(const Options& o, const Corpus& corpus, bool print) {
   res.estimated_block_bytes = compact::model_memory(compact::decoder_linear_groups(shape, div, false), mem).activations;
 
   std::mt19937_64 gen(o.seed * 7919 + 17);  // batches: identical for every configuration
-  std::uniform_int_distribution<std::int64_t> pick(0, std::int64_t(corpus.train.size()) - o.context - 2);
   double train_seconds = 0, loss_sum = 0;
   index_t loss_count = 0;
   for (index_t step = 0; step < o.steps; ++step) {
     const auto t0 = std::chrono::steady_clock::now();
     const double lr = lr_at(o, step);
-    for (auto& g : torch_opt.param_groups()) static_cast<torch::optim::AdamWOptions&>(g.options()).lr(lr);
-    ct::set_compressed_lr(*model, lr);
-    double step_loss = 0;
-    for (index_t micro = 0; micro < o.accum; ++micro) {
-      std::vector<std::int64_t> starts;
-      for (index_t b = 0; b < o.batch; ++b) starts.push_back(pick(gen));
-      const torch::Tensor w = gather_windows(corpus.train, starts, o.context);
-      counter.reset();
-      head_counter.reset();
-      const torch::Tensor logits = model->forward(w.narrow(1, 0, o.context));
-      if (step == 0 && micro == 0) {
-        res.counted_block_bytes = counter.bytes();
-        res.counted_bytes = counter.bytes() + head_counter.bytes();
-      }
-      const torch::Tensor loss = torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}),
-                                                                      w.narrow(1, 1, o.context).reshape({-1})) /
-                                 double(o.accum);
-      loss.backward();
-      step_loss += loss.item<double>();
-    }
-    torch_opt.step();
-    ct::step_compressed(*model);
-    torch_opt.zero_grad();
+    const double step_loss = trainer.step(o, corpus, gen, lr, nullptr, step == 0 ? &res : nullptr);
     train_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (step == 0) res.first_loss = step_loss;
     loss_sum += step_loss;
@@ -730,6 +816,95 @@ int compare(const Options& o, const std::string& exe) {
   return failures == 0 ? 0 : 1;
 }
 
+/// Full rank and CompAct (o.rank_div, o.sharing, each of o.bench_dists) built in this process from the same initial
+/// weights and stepped in rounds (one step of each per round, the order rotating, so that load drifts reach all
+/// alike), on the same batches. Prints the median step time, tokens/s, the ratio to full rank (median of the per-round
+/// ratios) and the median of each phase.
+int bench(const Options& base, const Corpus& corpus) {
+  std::vector<Options> configs;
+  Options full = base;
+  full.opt = "full";
+  configs.push_back(full);
+  std::stringstream dists(base.bench_dists);
+  for (std::string dist; std::getline(dists, dist, ',');) {
+    Options c = base;
+    c.opt = "compact";
+    c.dist = dist;
+    (void)ct::parse_dist(dist);  // refuses a bad name before anything runs
+    configs.push_back(c);
+  }
+  std::vector<std::unique_ptr<Trainer>> trainers;
+  std::vector<std::mt19937_64> gens;
+  for (const Options& c : configs) {
+    trainers.push_back(std::make_unique<Trainer>(c, corpus));
+    gens.emplace_back(base.seed * 7919 + 17);
+  }
+  double load0[3] = {0, 0, 0}, load1[3] = {0, 0, 0};
+  getloadavg(load0, 3);
+  const std::size_t k = configs.size();
+  for (index_t s = 0; s < base.bench_warmup; ++s) {
+    for (std::size_t c = 0; c < k; ++c) trainers[c]->step(configs[c], corpus, gens[c], lr_at(base, s));
+  }
+  std::vector<std::vector<StepTimes>> samples(k);
+  for (index_t round = 0; round < base.bench_rounds; ++round) {
+    for (std::size_t j = 0; j < k; ++j) {
+      const std::size_t c = (j + std::size_t(round)) % k;
+      StepTimes t;
+      trainers[c]->step(configs[c], corpus, gens[c], lr_at(base, base.bench_warmup + round), &t);
+      samples[c].push_back(t);
+    }
+  }
+  getloadavg(load1, 3);
+  const auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    const std::size_t h = v.size() / 2;
+    return v.size() % 2 == 1 ? v[h] : 0.5 * (v[h - 1] + v[h]);
+  };
+  const auto med = [&](std::size_t c, auto field) {
+    std::vector<double> v;
+    for (const StepTimes& t : samples[c]) v.push_back(1e3 * field(t));
+    return median(v);
+  };
+  const index_t tokens = base.batch * base.context * base.accum;
+  std::printf(
+      "\nstep time: d_model %lld, %lld layers, %lld heads, d_ff %lld, %lld x %lld = %lld tokens per step, r = n/%lld "
+      "%s; libtorch %s, %d thread(s); compact CPU ISA %s; load average %.2f at the start, %.2f at the end; medians "
+      "of %lld rounds (ms)\n",
+      (long long)base.d_model, (long long)base.layers, (long long)base.heads, (long long)base.d_ff,
+      (long long)base.batch, (long long)base.context, (long long)tokens, (long long)base.rank_div,
+      base.sharing.c_str(), TORCH_VERSION, torch::get_num_threads(), compact::cpu_isa_name(compact::active_cpu_isa()),
+      load0[0], load1[0], (long long)base.bench_rounds);
+  std::printf("| config | step ms | tok/s | vs full | forward | (sketch) | backward | (Ghat) | optimizer | (compact upd.) "
+              "| other |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
+  for (std::size_t c = 0; c < k; ++c) {
+    std::vector<double> ratios;
+    for (std::size_t r = 0; r < samples[c].size(); ++r) ratios.push_back(samples[0][r].total / samples[c][r].total);
+    const double ratio = median(ratios), total = med(c, [](const StepTimes& t) { return t.total; });
+    const bool comp = configs[c].opt == "compact";
+    const auto part = [&](auto field) {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%.1f", med(c, field));
+      return comp ? std::string(buf) : std::string("-");
+    };
+    const std::string name = comp ? "compact-" + configs[c].sharing + "-" + configs[c].dist : "full";
+    std::printf("| %s | %.1f | %.0f | %.3f | %.1f | %s | %.1f | %s | %.1f | %s | %.1f |\n", name.c_str(), total,
+                1e3 * double(tokens) / total, ratio, med(c, [](const StepTimes& t) { return t.forward; }),
+                part([](const StepTimes& t) { return t.compact.sketch; }).c_str(),
+                med(c, [](const StepTimes& t) { return t.backward; }),
+                part([](const StepTimes& t) { return t.compact.ghat; }).c_str(),
+                med(c, [](const StepTimes& t) { return t.optimizer; }),
+                part([](const StepTimes& t) { return t.compact.update; }).c_str(),
+                med(c, [](const StepTimes& t) { return t.other(); }));
+  }
+  for (std::size_t c = 1; c < k; ++c) {
+    std::vector<double> ratios;
+    for (std::size_t r = 0; r < samples[c].size(); ++r) ratios.push_back(samples[0][r].total / samples[c][r].total);
+    std::printf("compact-%s-%s: %.3fx full rank's tokens/s\n", configs[c].sharing.c_str(), configs[c].dist.c_str(),
+                median(ratios));
+  }
+  return 0;
+}
+
 int smoke(Options o, const Corpus& corpus) {
   // Tiny model and few steps: the loss must fall and every CompAct run must store fewer bytes than full rank.
   o.d_model = 32;
@@ -792,6 +967,7 @@ int main(int argc, char** argv) {
       return 77;
     }
     if (o.mode == "smoke") return smoke(o, corpus);
+    if (o.mode == "bench") return bench(o, corpus);
     std::printf(
         "[%s] corpus: %zu train / %zu val characters, vocab %lld; model d=%lld layers=%lld d_ff=%lld "
         "context=%lld batch=%lld\n",
