@@ -195,8 +195,39 @@ def setup_distributed(args):
     return world, dist.get_rank()
 
 
+def loaded_openblas():
+    """The OpenBLAS this process has loaded (ctypes handle), or None. Debian's torch runs its CPU GEMMs on it."""
+    import ctypes
+
+    try:
+        with open("/proc/self/maps") as f:
+            paths = {line.split()[-1] for line in f if "openblas" in line and "/" in line}
+    except OSError:
+        return None
+    for path in sorted(paths):
+        try:
+            lib = ctypes.CDLL(path, mode=os.RTLD_NOLOAD | os.RTLD_GLOBAL)
+            lib.openblas_get_num_threads.restype = ctypes.c_int
+            return lib
+        except (OSError, AttributeError):
+            continue
+    return None
+
+
+def set_threads(threads):
+    """--threads for every pool: torch's intra-op threads (which also bound compact's task pool) and, when torch runs
+    on OpenBLAS (Debian's torch), OpenBLAS's own pthreads, which torch.set_num_threads leaves at one per core. Returns
+    the OpenBLAS thread count (0: no OpenBLAS in the process)."""
+    torch.set_num_threads(threads)
+    lib = loaded_openblas()
+    if lib is None:
+        return 0
+    lib.openblas_set_num_threads(int(threads))
+    return int(lib.openblas_get_num_threads())
+
+
 def run(args, world=1, rank=0):
-    torch.set_num_threads(args.threads)
+    set_threads(args.threads)
     device = torch.device(args.device)
     train, val, vocab = load_corpus(args.data_dir)
     # The tracker comes after the corpus (data is not training state) and before the model (whose tensors it must
@@ -525,7 +556,7 @@ def bench_step(args):
     import platform
     import statistics
 
-    torch.set_num_threads(args.threads)
+    blas_threads = set_threads(args.threads)
     device = torch.device(args.device)
     train, _, vocab = load_corpus(args.data_dir)
     configs = [("full", dict(opt="full"))]
@@ -551,8 +582,9 @@ def bench_step(args):
     load1 = os.getloadavg()
     full = samples["full"]
     print(f"\nstep time, {args.config} ({args.batch} x {args.context} = {tokens} tokens per step), rank {args.rank} "
-          f"{args.sharing}, torch {torch.__version__}, {torch.get_num_threads()} torch thread(s), device {device}, "
-          f"compact CPU ISA {compact_isa()}, {platform.processor() or platform.machine()}; load average "
+          f"{args.sharing}, torch {torch.__version__}, {torch.get_num_threads()} torch thread(s), OpenBLAS threads "
+          f"{blas_threads} (0: none loaded), device {device}, compact CPU ISA {getattr(ct, 'cpu_isa', lambda: '?')()}, "
+          f"{platform.processor() or platform.machine()}; load average "
           f"{load0[0]:.2f} at the start, {load1[0]:.2f} at the end; medians of {args.bench_rounds} rounds")
     head = ("config", "step ms", "tok/s", "vs full", "forward", "(sketch)", "backward", "(Ghat)", "optimizer",
             "(compact upd.)", "other")
@@ -570,14 +602,6 @@ def bench_step(args):
         if name != "full":
             print(f"{name}: {ratio:.3f}x full rank's tokens/s")
     return 0
-
-
-def compact_isa():
-    try:
-        from compact_torch import _ext
-        return _ext._C.cpu_isa()
-    except AttributeError:
-        return "?"
 
 
 def main(argv=None):

@@ -200,6 +200,26 @@ std::string config_name(const Options& o) {
   return "compact-r" + std::to_string(o.rank_div) + "-" + o.sharing + "-" + o.dist;
 }
 
+/// --threads N for every pool of the process: torch's intra-op threads (which also bound compact's task pool: it
+/// takes omp_get_max_threads()) and, when the process runs on OpenBLAS, OpenBLAS's own pthreads, which
+/// torch::set_num_threads leaves at one per core (Debian's libtorch runs its GEMMs on OpenBLAS: at --threads 1 they
+/// would otherwise run on two threads, and on a busy 2-core machine twice as slowly; docs/training.md).
+void set_threads(int threads) {
+  torch::set_num_threads(threads);
+#if defined(OPENBLAS_VERSION)
+  openblas_set_num_threads(threads);
+#endif
+}
+
+/// The OpenBLAS thread count, or 0 when the process has no OpenBLAS that this program can ask.
+int blas_threads() {
+#if defined(OPENBLAS_VERSION)
+  return openblas_get_num_threads();
+#else
+  return 0;
+#endif
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // Data: every fortune file (sorted by name), as bytes; chunks of 1024 characters, every 10th chunk is validation.
 
@@ -868,11 +888,12 @@ int bench(const Options& base, const Corpus& corpus) {
   const index_t tokens = base.batch * base.context * base.accum;
   std::printf(
       "\nstep time: d_model %lld, %lld layers, %lld heads, d_ff %lld, %lld x %lld = %lld tokens per step, r = n/%lld "
-      "%s; libtorch %s, %d thread(s); compact CPU ISA %s; load average %.2f at the start, %.2f at the end; medians "
-      "of %lld rounds (ms)\n",
+      "%s; libtorch %s, %d thread(s), OpenBLAS threads %d (0: no OpenBLAS), compact GEMM engine %s; compact CPU ISA "
+      "%s; load average %.2f at the start, %.2f at the end; medians of %lld rounds (ms)\n",
       (long long)base.d_model, (long long)base.layers, (long long)base.heads, (long long)base.d_ff,
       (long long)base.batch, (long long)base.context, (long long)tokens, (long long)base.rank_div,
-      base.sharing.c_str(), TORCH_VERSION, torch::get_num_threads(), compact::cpu_isa_name(compact::active_cpu_isa()),
+      base.sharing.c_str(), TORCH_VERSION, torch::get_num_threads(), blas_threads(),
+      compact::gemm_engine_name(compact::default_gemm_engine()), compact::cpu_isa_name(compact::active_cpu_isa()),
       load0[0], load1[0], (long long)base.bench_rounds);
   std::printf("| config | step ms | tok/s | vs full | forward | (sketch) | backward | (Ghat) | optimizer | (compact upd.) "
               "| other |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
@@ -958,7 +979,7 @@ int smoke(Options o, const Corpus& corpus) {
 int main(int argc, char** argv) {
   try {
     const Options o = parse(argc, argv);
-    torch::set_num_threads(o.threads);
+    set_threads(o.threads);
     if (o.mode == "compare") return compare(o, argv[0]);
     const Corpus corpus = load_corpus(o.data_dir);
     if (corpus.train.empty()) {

@@ -448,6 +448,10 @@ std::int64_t cpu_scratch_bytes(index_t n, index_t r, const std::string& dist_nam
   return bytes;
 }
 
+/// The instruction set of compact's CPU kernels in this process (compact::active_cpu_isa(): "avx512", "avx2",
+/// "scalar"; COMPACT_CPU_ISA caps it).
+std::string cpu_isa() { return compact::cpu_isa_name(compact::active_cpu_isa()); }
+
 bool has_cuda() {
 #if defined(COMPACT_TORCH_WITH_CUDA)
   return true;
@@ -503,4 +507,5 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         pybind11::arg("n"), pybind11::arg("r"), pybind11::arg("dist"), pybind11::arg("is_double"),
         pybind11::arg("unsketch"));
   m.def("has_cuda", &ct::has_cuda, "whether this build has compact's CUDA backend");
+  m.def("cpu_isa", &ct::cpu_isa, "the instruction set of compact's CPU kernels: avx512, avx2 or scalar");
 }
