@@ -891,16 +891,17 @@ int bench(const Options& base, const Corpus& corpus) {
       "%s; libtorch %s, %d thread(s), OpenBLAS threads %d (0: no OpenBLAS), compact GEMM engine %s; compact CPU ISA "
       "%s; load average %.2f at the start, %.2f at the end; medians of %lld rounds (ms)\n",
       (long long)base.d_model, (long long)base.layers, (long long)base.heads, (long long)base.d_ff,
-      (long long)base.batch, (long long)base.context, (long long)tokens, (long long)base.rank_div,
-      base.sharing.c_str(), TORCH_VERSION, torch::get_num_threads(), blas_threads(),
+      (long long)base.batch, (long long)base.context, (long long)tokens, (long long)base.rank_div, base.sharing.c_str(),
+      TORCH_VERSION, torch::get_num_threads(), blas_threads(),
       compact::gemm_engine_name(compact::default_gemm_engine()), compact::cpu_isa_name(compact::active_cpu_isa()),
       load0[0], load1[0], (long long)base.bench_rounds);
-  std::printf("| config | step ms | tok/s | vs full | forward | (sketch) | backward | (Ghat) | optimizer | (compact upd.) "
-              "| other |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
+  std::printf(
+      "| config | step ms | tok/s | vs full | forward | (sketch) | backward | (Ghat) | optimizer | (compact upd.) "
+      "| other |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (std::size_t c = 0; c < k; ++c) {
     std::vector<double> ratios;
     for (std::size_t r = 0; r < samples[c].size(); ++r) ratios.push_back(samples[0][r].total / samples[c][r].total);
-    const double ratio = median(ratios), total = med(c, [](const StepTimes& t) { return t.total; });
+    const double ratio = median(ratios), total = med(c, [](const StepTimes&t) { return t.total; });
     const bool comp = configs[c].opt == "compact";
     const auto part = [&](auto field) {
       char buf[32];

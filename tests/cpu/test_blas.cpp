@@ -137,8 +137,7 @@ TEST_CASE_TEMPLATE("serial_gemm_tn computes alpha A^T B + beta C with A stored k
       const double tol = double(k + 1) * double(k) * double(std::numeric_limits<Scalar>::epsilon());  // as above
       compact::RowMatrix<Scalar> c = c0;
       if (beta == Scalar(0)) c.setConstant(std::numeric_limits<Scalar>::quiet_NaN());  // beta = 0 never reads C
-      compact::detail::serial_gemm_tn<Scalar>(engine, m, n, k, alpha, at.data(), m + 3, b.data(), n, beta, c.data(),
-                                              n);
+      compact::detail::serial_gemm_tn<Scalar>(engine, m, n, k, alpha, at.data(), m + 3, b.data(), n, beta, c.data(), n);
       CHECK((c.template cast<double>() - expect).cwiseAbs().maxCoeff() <= tol);
     }
   }

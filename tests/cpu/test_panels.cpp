@@ -196,8 +196,8 @@ void check_blocks(index_t n, index_t r) {
   const compact::Projector<compact::Cpu, Dist, Scalar> proj(n, r, kState);
   const RowMatrix<Scalar> whole = proj.materialize();
   // Unaligned offsets and ragged sizes (the generators' blocks are 4 and 128 columns wide), the whole P, one entry.
-  const index_t blocks[][4] = {{0, 0, n, r}, {3, 5, n - 7, r - 9}, {n - 1, r - 1, 1, 1}, {1, 127, n / 2, r - 127},
-                               {0, r, n, 0}};
+  const index_t blocks[][4] = {
+      {0, 0, n, r}, {3, 5, n - 7, r - 9}, {n - 1, r - 1, 1, 1}, {1, 127, n / 2, r - 127}, {0, r, n, 0}};
   for (const auto& b : blocks) {
     const index_t row0 = b[0], col0 = b[1], rows = b[2], cols = b[3];
     // A wider row stride than the block: materialize writes only the block's columns.

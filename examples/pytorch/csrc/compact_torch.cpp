@@ -15,6 +15,7 @@
 
 #include <torch/extension.h>
 #include <torch/library.h>
+#include <torch/version.h>
 
 #include <compact/compact.hpp>
 
@@ -80,9 +81,12 @@ void check_same(const char* fn, const char* ref_name, const torch::Tensor& ref,
 #endif
   );
 #if !defined(COMPACT_TORCH_WITH_CUDA)
-  COMPACT_REQUIRE(!cuda, fn << ": argument " << ref_name
-                            << " is a CUDA tensor but this build of compact_torch has "
-                               "no CUDA backend (rebuild with a CUDA-enabled torch and nvcc)");
+  COMPACT_REQUIRE(!cuda, fn << ": argument " << ref_name << " is a CUDA tensor (" << ref.device()
+                            << ") but this build of compact_torch has no CUDA backend: it was built against a torch "
+                               "without CUDA or on a machine without nvcc (compact_torch.build_info() shows the "
+                               "build). To get it, install the CUDA toolkit (nvcc; set CUDA_HOME) next to a CUDA "
+                               "torch and reinstall: COMPACT_TORCH_CUDA=1 pip install --no-build-isolation "
+                               "--force-reinstall ./examples/pytorch");
 #endif
   const auto st = ref.scalar_type();
   if (cuda) {
@@ -170,12 +174,12 @@ torch::Tensor cuda_workspace(DistId dist, torch::ScalarType st, index_t n, index
 /// runs, so that a compiled graph takes it as an input instead of baking the step in (no recompilation per step).
 /// seed and stream are compact's uint64 values stored bit for bit; window = step / period (0 when period is 0).
 compact::SketchState read_state(const char* fn, const torch::Tensor& s) {
-  COMPACT_REQUIRE(s.defined() && s.device().is_cpu() && s.scalar_type() == torch::kLong && s.dim() == 1 &&
-                      s.numel() == 4,
-                  fn << ": argument state must be a CPU int64 tensor of 4 entries (seed, stream, period, step), got "
-                     << (s.defined() ? std::string(c10::toString(s.scalar_type())) + " of shape " +
-                                           c10::str(s.sizes()) + " on " + c10::str(s.device())
-                                     : std::string("an undefined tensor")));
+  COMPACT_REQUIRE(
+      s.defined() && s.device().is_cpu() && s.scalar_type() == torch::kLong && s.dim() == 1 && s.numel() == 4,
+      fn << ": argument state must be a CPU int64 tensor of 4 entries (seed, stream, period, step), got "
+         << (s.defined() ? std::string(c10::toString(s.scalar_type())) + " of shape " + c10::str(s.sizes()) + " on " +
+                               c10::str(s.device())
+                         : std::string("an undefined tensor")));
   const torch::Tensor c = s.contiguous();
   const std::int64_t* v = c.data_ptr<std::int64_t>();
   COMPACT_REQUIRE(v[2] >= 0 && v[3] >= 0,
@@ -265,9 +269,8 @@ torch::Tensor sketch_impl(const torch::Tensor& x_in, index_t r, const compact::S
 }
 
 torch::Tensor sketch(const torch::Tensor& x, std::int64_t r, const torch::Tensor& state, c10::string_view dist) {
-  return translate_errors([&] {
-    return sketch_impl(x, r, read_state("sketch", state), parse_dist(std::string(dist)));
-  });
+  return translate_errors(
+      [&] { return sketch_impl(x, r, read_state("sketch", state), parse_dist(std::string(dist))); });
 }
 
 /// out = alpha g P^T + beta out, in place (g: m x r, out: m x n, one dtype). Bumps out's version counter, so that
@@ -378,7 +381,8 @@ void compressed_grad_impl(const torch::Tensor& dy_in, const torch::Tensor& z_in,
       "compressed_grad: argument g (written in place) must be 2-D with unit column stride");
   COMPACT_REQUIRE(g.size(0) == dy.size(1) && g.size(1) == z.size(1),
                   "compressed_grad: argument g has shape (" << g.size(0) << ", " << g.size(1) << "), expected (dy.cols"
-                                                            << " = " << dy.size(1) << ", z.cols = " << z.size(1) << ")");
+                                                            << " = " << dy.size(1) << ", z.cols = " << z.size(1)
+                                                            << ")");
   COMPACT_REQUIRE(g.device() == dy.device(),
                   "compressed_grad: argument g is on " << g.device() << " but argument dy is on " << dy.device());
   const bool float_out = g.scalar_type() == torch::kFloat && dy.scalar_type() != torch::kFloat;
@@ -410,7 +414,8 @@ void compressed_grad_impl(const torch::Tensor& dy_in, const torch::Tensor& z_in,
 }
 
 /// Ghat = dy^T z, a new m x r tensor of dtype out_dtype (default: dy's).
-torch::Tensor compressed_grad(const torch::Tensor& dy, const torch::Tensor& z, c10::optional<c10::ScalarType> out_dtype) {
+torch::Tensor compressed_grad(const torch::Tensor& dy, const torch::Tensor& z,
+                              c10::optional<c10::ScalarType> out_dtype) {
   return translate_errors([&] {
     COMPACT_REQUIRE(dy.defined() && dy.dim() == 2 && z.defined() && z.dim() == 2,
                     "compressed_grad: arguments dy and z must be 2-D tensors");
@@ -460,6 +465,19 @@ bool has_cuda() {
 #endif
 }
 
+/// What this extension was compiled with; compact_torch.build_info() adds what setup.py recorded.
+py::dict build_info() {
+  py::dict info;
+  info["compact_version"] = std::to_string(COMPACT_VERSION_MAJOR) + "." + std::to_string(COMPACT_VERSION_MINOR) + "." +
+                            std::to_string(COMPACT_VERSION_PATCH);
+  info["torch_version"] = std::to_string(TORCH_VERSION_MAJOR) + "." + std::to_string(TORCH_VERSION_MINOR) + "." +
+                          std::to_string(TORCH_VERSION_PATCH);  // from the headers compiled against
+  info["cplusplus"] = static_cast<long>(__cplusplus);
+  info["cuda"] = has_cuda();
+  info["blas"] = compact::gemm_engine_available(compact::GemmEngine::kBlas);
+  return info;
+}
+
 /// The kernels of the operators; one function per op serves CPU and (in a CUDA build) CUDA tensors.
 void impl_kernels(torch::Library& m) {
   m.impl("sketch", &sketch);
@@ -484,14 +502,16 @@ TORCH_LIBRARY(compact, m) {
 
 TORCH_LIBRARY_IMPL(compact, CPU, m) { compact_torch::impl_kernels(m); }
 
-#if defined(COMPACT_TORCH_WITH_CUDA)
+// CUDA tensors reach the same kernels in every build: with the CUDA backend compiled in they run on it; in a CPU-only
+// build the kernels' device check raises an error naming the missing backend and how to get it (rather than the
+// dispatcher's "could not run 'compact::sketch' with arguments from the 'CUDA' backend").
 TORCH_LIBRARY_IMPL(compact, CUDA, m) { compact_torch::impl_kernels(m); }
-#endif
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   namespace ct = compact_torch;
-  m.doc() = "compact's seeded random projections for PyTorch tensors: the ops are torch.ops.compact.* (see "
-            "compact_torch for the Python API)";
+  m.doc() =
+      "compact's seeded random projections for PyTorch tensors: the ops are torch.ops.compact.* (see "
+      "compact_torch for the Python API)";
   static pybind11::exception<compact::error> error_type(m, "CompactError", PyExc_ValueError);
   ct::compact_error_type = error_type.ptr();
   pybind11::register_exception_translator([](std::exception_ptr p) {
@@ -507,5 +527,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         pybind11::arg("n"), pybind11::arg("r"), pybind11::arg("dist"), pybind11::arg("is_double"),
         pybind11::arg("unsketch"));
   m.def("has_cuda", &ct::has_cuda, "whether this build has compact's CUDA backend");
+  m.def("build_info", &ct::build_info, "what this extension was compiled with (see compact_torch.build_info)");
   m.def("cpu_isa", &ct::cpu_isa, "the instruction set of compact's CPU kernels: avx512, avx2 or scalar");
 }

@@ -234,7 +234,8 @@ PYBIND11_MODULE(_memtrack, m) {
       "start logging allocations (live ones first); returns the current sequence number");
   m.def("stop", &mt::tracker_stop,
         "stop logging; (bytes of int64 rows (ptr, bytes, alloc_seq, free_seq or -1), peak live bytes since start)");
-  m.def("seq", [] { return mt::tracker().seq(); }, "the sequence number of the last allocation or free");
+  m.def(
+      "seq", [] { return mt::tracker().seq(); }, "the sequence number of the last allocation or free");
   m.def("live_bytes", [] { return mt::tracker().live_bytes(); });
   m.def("peak_bytes", [] { return mt::tracker().peak_bytes(); });
   m.def("reset_peak", [] { mt::tracker().reset_peak(); });

@@ -49,14 +49,18 @@ def test_forward_dx_db_equal_nn_linear_and_ghat_is_projected_weight_gradient(dis
 
 
 def test_gradcheck_dx_and_db_in_double():
+    # dx and db of CompactLinear's own autograd Function (not F.linear's) against finite differences. gradcheck
+    # perturbs the bias in place, and the layer reads that very tensor; the placeholder requires grad, so the forward
+    # goes through the Function. Ghat is not a derivative of y (the placeholder does not enter y): it is checked
+    # against the projected full gradient in test_forward_dx_db_equal_nn_linear_and_ghat_is_projected_weight_gradient.
     _, layer = make_pair(n=10, m=6, rank=4)
     x = torch.randn(3, 10, dtype=torch.float64, requires_grad=True)
-    layer.weight_ghat.requires_grad_(False)  # Ghat is not a derivative of y with respect to the placeholder
-    fn = lambda inp, b: torch.nn.functional.linear(inp, layer.weight, b)  # noqa: E731
-    assert torch.autograd.gradcheck(lambda inp: layer(inp), (x,))
-    assert torch.autograd.gradcheck(fn, (x, layer.bias))
-    layer.weight_ghat.requires_grad_(True)
-    assert torch.autograd.gradcheck(lambda inp: layer(inp), (x,))
+    assert layer.weight_ghat.requires_grad and layer.bias.requires_grad
+    assert type(layer(x).grad_fn).__name__ == "_CompactLinearFunctionBackward"
+    assert torch.autograd.gradcheck(lambda inp, bias: layer(inp), (x, layer.bias))
+    # The same with a batch dimension (dx reshaped back, db summed over both leading dimensions).
+    x3 = torch.randn(2, 3, 10, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda inp, bias: layer(inp), (x3, layer.bias))
 
 
 @pytest.mark.parametrize("dist", DISTS)
@@ -83,11 +87,35 @@ def test_accumulated_micro_batches_equal_one_batch():
     assert ((split - layer.weight_ghat.grad).abs() <= bound).all()
 
 
-def test_eval_and_no_grad_are_a_plain_linear_and_save_nothing():
+class _CountingOps:
+    """torch.ops.compact with its sketch calls counted."""
+
+    def __init__(self, ops):
+        self._ops, self.sketches = ops, 0
+
+    def __getattr__(self, name):
+        return getattr(self._ops, name)
+
+    def sketch(self, *args, **kwargs):
+        self.sketches += 1
+        return self._ops.sketch(*args, **kwargs)
+
+
+def test_eval_and_no_grad_are_a_plain_linear_and_save_nothing(monkeypatch):
     ref, layer = make_pair()
+    ops = _CountingOps(ct.linear._ext.ops)
+    monkeypatch.setattr(ct.linear._ext, "ops", ops)
     x = torch.randn(5, 48, dtype=torch.float64)
-    with torch.no_grad():
-        assert torch.equal(layer(x), ref(x))
+    # Training with autograd (the control): one sketch, z (5 x 12 doubles) saved.
+    with SavedTensorBytes(layer) as saved:
+        y = layer(x)
+    assert ops.sketches == 1 and saved.bytes == 5 * 12 * 8 and y.grad_fn is not None
+    # Evaluation: eval() and no_grad give F.linear's bits, no sketch, nothing saved, no graph.
+    layer.eval()
+    with torch.no_grad(), SavedTensorBytes(layer) as saved:
+        y = layer(x)
+    assert torch.equal(y, ref(x))
+    assert ops.sketches == 1 and saved.bytes == 0 and y.grad_fn is None
 
 
 def test_placeholder_holds_no_memory_and_survives_to_deepcopy_and_state_dict():

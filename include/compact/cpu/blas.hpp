@@ -51,13 +51,14 @@ void cblas_gemm_tn_row_major(index_t m, index_t n, index_t k, Scalar alpha, cons
 inline int cblas_get_threads() { return openblas_get_num_threads(); }
 inline void cblas_set_threads(int threads) { openblas_set_num_threads(threads); }
 /// This CBLAS with OpenBLAS's thread-count functions (SerialBlasScope runs it on one thread).
-inline constexpr BlasTable kCblasTable{&cblas_gemm_row_major<float>,    &cblas_gemm_row_major<double>,
-                                       &cblas_get_threads,                &cblas_set_threads,
-                                       &cblas_gemm_tn_row_major<float>, &cblas_gemm_tn_row_major<double>};
+inline constexpr BlasTable kCblasTable{
+    &cblas_gemm_row_major<float>, &cblas_gemm_row_major<double>,   &cblas_get_threads,
+    &cblas_set_threads,           &cblas_gemm_tn_row_major<float>, &cblas_gemm_tn_row_major<double>};
 #else
 /// This CBLAS (no thread-count functions: link its sequential variant).
-inline constexpr BlasTable kCblasTable{&cblas_gemm_row_major<float>,    &cblas_gemm_row_major<double>, nullptr, nullptr,
-                                       &cblas_gemm_tn_row_major<float>, &cblas_gemm_tn_row_major<double>};
+inline constexpr BlasTable kCblasTable{
+    &cblas_gemm_row_major<float>,    &cblas_gemm_row_major<double>,   nullptr, nullptr,
+    &cblas_gemm_tn_row_major<float>, &cblas_gemm_tn_row_major<double>};
 #endif
 
 /// The registration at static initialization (one per program: an inline variable).

@@ -50,8 +50,8 @@ struct BlasTable {
                 index_t ldb, bool trans_b, double beta, double* c, index_t ldc);
   int (*get_threads)();
   void (*set_threads)(int);
-  /// C (m x n) = alpha A^T B + beta C with A stored k x m (lda >= m) and B k x n (ldb >= n), row-major (compressed_grad's
-  /// dy^T z); beta = 0 never reads C.
+  /// C (m x n) = alpha A^T B + beta C with A stored k x m (lda >= m) and B k x n (ldb >= n), row-major
+  /// (compressed_grad's dy^T z); beta = 0 never reads C.
   void (*sgemm_tn)(index_t m, index_t n, index_t k, float alpha, const float* a, index_t lda, const float* b,
                    index_t ldb, float beta, float* c, index_t ldc);
   void (*dgemm_tn)(index_t m, index_t n, index_t k, double alpha, const double* a, index_t lda, const double* b,

@@ -11,18 +11,19 @@ random projections.
 The operators are torch.ops.compact.* (torch.compile traces them). See docs/pytorch.md. The CPU memory tracker of
 the measurements is compact_torch.memory, which the package never imports.
 """
-from ._ext import CompactError, compressed_grad, cpu_isa, has_cuda, materialize, sketch, unsketch_grad_
+from ._ext import (CompactError, build_info, compressed_grad, cpu_isa, has_cuda, materialize, sketch,
+                   unsketch_grad_)
 from .compress import DEFAULT_EXCLUDE, FAMILY_DEFAULTS, compress, decompress, sketch_config
 from .distributed import (AllReduceTraffic, DistributedDataParallel, check_sketch_states, counting_allreduce_hook,
                           fully_shard)
 from .linear import CompactLinear, compact_layers, owner_of, resolve_rank, weight_owner_of
 from .optim import CompressedAdamW
 
-__version__ = "0.1.0"
+__version__ = build_info()["compact"]  # compact's version (compact/config.hpp), which this package shares
 
 __all__ = [
     "AllReduceTraffic", "CompactError", "CompactLinear", "CompressedAdamW", "DEFAULT_EXCLUDE", "FAMILY_DEFAULTS",
-    "DistributedDataParallel", "check_sketch_states", "compact_layers", "compress", "compressed_grad",
-    "counting_allreduce_hook", "cpu_isa", "decompress", "fully_shard", "has_cuda", "materialize", "owner_of", "resolve_rank",
-    "sketch", "sketch_config", "unsketch_grad_", "weight_owner_of",
+    "DistributedDataParallel", "build_info", "check_sketch_states", "compact_layers", "compress", "compressed_grad",
+    "counting_allreduce_hook", "cpu_isa", "decompress", "fully_shard", "has_cuda", "materialize", "owner_of",
+    "resolve_rank", "sketch", "sketch_config", "unsketch_grad_", "weight_owner_of",
 ]

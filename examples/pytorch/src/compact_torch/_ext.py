@@ -12,14 +12,24 @@ torch.library.impl_abstract on 2.1-2.3; torch 1.13 and 2.0 run them eagerly only
 """
 import torch
 
+_REINSTALL = ("reinstall compact_torch into this environment: `pip install --no-build-isolation --force-reinstall "
+              "./examples/pytorch` (or, in the CMake build, `cmake --build build --target compact_torch_ext`)")
+
+# A C++ extension works only under the torch it was compiled against; a different one fails to load it with an
+# undefined symbol, or worse loads it. So the torch version recorded at build time is checked before loading it.
+try:
+    from . import _build_info
+except ImportError as e:  # pragma: no cover - exercised only on a broken install
+    raise ImportError(f"compact_torch is not built (no compact_torch._build_info): {_REINSTALL}") from e
+if torch.__version__ != _build_info.TORCH_VERSION:
+    raise ImportError(f"compact_torch was built against torch {_build_info.TORCH_VERSION} but this is torch "
+                      f"{torch.__version__}; a C++ extension works only with the torch it was compiled against: "
+                      f"{_REINSTALL}")
+
 try:
     from . import _C
 except ImportError as e:  # pragma: no cover - exercised only on a broken install
-    raise ImportError(
-        "compact_torch._C (the C++ extension) is not built or does not match this torch. Install the package with "
-        "`pip install --no-build-isolation ./examples/pytorch`, or build it into the CMake build directory with "
-        f"`cmake --build build --target compact_torch_ext` and put build/examples/pytorch/lib on PYTHONPATH ({e})"
-    ) from e
+    raise ImportError(f"compact_torch._C (the C++ extension) failed to load ({e}): {_REINSTALL}") from e
 
 CompactError = _C.CompactError
 ops = torch.ops.compact
@@ -61,6 +71,28 @@ def _window_state(seed, stream, window):
 def has_cuda():
     """Whether this build of the extension has compact's CUDA backend."""
     return bool(_C.has_cuda())
+
+
+def build_info():
+    """What this copy of compact_torch was built with, as a dict:
+
+    - ``torch``: the torch version it was compiled against (import checks that it is the one running);
+    - ``cuda``: whether compact's CUDA backend is compiled in; ``cuda_archs``: the architectures it was compiled for
+      (e.g. ``["8.0", "9.0+PTX"]``; empty without CUDA);
+    - ``cxx_standard``: the C++ standard of the extension (``"c++17"``, ``"c++20"``: torch's headers decide);
+    - ``blas``: whether compact's BLAS GEMM engine (OpenBLAS, COMPACT_TORCH_BLAS=1) is registered;
+    - ``compact``: the version of compact's headers it was built from (compact/config.hpp).
+    """
+    compiled = _C.build_info()
+    standard = {201703: "c++17", 202002: "c++20"}.get(compiled["cplusplus"], f"__cplusplus {compiled['cplusplus']}")
+    return {
+        "torch": _build_info.TORCH_VERSION,
+        "cuda": bool(compiled["cuda"]),
+        "cuda_archs": list(_build_info.CUDA_ARCHS),
+        "cxx_standard": standard,
+        "blas": bool(compiled["blas"]),
+        "compact": compiled["compact_version"],
+    }
 
 
 def cpu_isa():
