@@ -13,8 +13,9 @@ temporaries), tokens/s and validation loss. See docs/pytorch.md for the results 
 Memory: on the CPU, compact_torch.memory.CpuMemoryTracker counts the exact bytes of every live torch tensor (never
 RSS) and splits activations (tensors saved for backward) from temporaries; on the GPU, torch.cuda.max_memory_allocated
 (activations and temporaries together). One whole optimizer step (micro-batches, clipping, optimizer) is
-measured at --memory-step, after the optimizer state exists. compact's CPU backend mallocs a bounded scratch outside
-torch (one panel of P per call, freed on return); its bound is reported and added to the compact total.
+measured at --memory-step, after the optimizer state exists. compact's CPU SRHT mallocs a bounded scratch outside torch
+(one padded row per thread, freed on return); its bound is reported and added to the compact total. The dense
+sketches' panels of P are torch tensors, counted as temporaries.
 """
 import argparse
 import contextlib
