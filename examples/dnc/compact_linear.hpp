@@ -11,6 +11,8 @@
 /// This is thinner than examples/torch/compact_torch.hpp on purpose: one distribution (Gaussian, the paper's), a
 /// bias always present, and direct access to Ĝ for global gradient-norm clipping and for the tests.
 
+#include "byte_counter.hpp"
+
 #include <torch/torch.h>
 
 #include <compact/compact.hpp>
@@ -71,7 +73,11 @@ struct CompactLinearFunction : public torch::autograd::Function<CompactLinearFun
     COMPACT_REQUIRE(x.dim() == 2 && x.size(1) == n && x.scalar_type() == torch::kFloat,
                     "CompactLinear: argument x must be a rows x " << n << " float tensor, got " << x.sizes());
     const torch::Tensor xc = x.contiguous();
-    torch::Tensor z = torch::empty({xc.size(0), layer->rank()}, xc.options());
+    torch::Tensor z;
+    {
+      const SiteScope site(ByteSite::kLinearInput);  // what this layer saves of its input
+      z = torch::empty({xc.size(0), layer->rank()}, xc.options());
+    }
     layer->optimizer().projector().sketch(compact::MatrixView<const float>(xc.data_ptr<float>(), xc.size(0), n),
                                           compact::MatrixView<float>(z.data_ptr<float>(), z.size(0), z.size(1)));
     ctx->save_for_backward({z});

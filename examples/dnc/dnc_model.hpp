@@ -2,7 +2,8 @@
 #pragma once
 /// A Differentiable Neural Computer (Graves et al. 2016): an LSTM controller, an N x W memory with content
 /// addressing, dynamic allocation and a temporal link matrix, R read heads and one write head; its three controller
-/// weights are ordinary torch linears (full rank) or CompAct layers.
+/// weights are ordinary torch linears (full rank) or CompAct layers, and its memory step is recorded by autograd
+/// op by op or checkpointed (recomputed in the backward pass).
 ///
 /// One time step t, with input x_t (B x X) and the previous read vectors r_{t−1} (B x R·W):
 ///   gates = W_g [x_t; r_{t−1}; h_{t−1}] + b_g           (the LSTM's four gates in one weight: "gates" layer)
@@ -16,6 +17,7 @@
 /// sizes) is the narrowest path from memory to output. The memory slot count N is a run-time argument: the
 /// weights do not depend on it, so a trained model can be run with a larger memory (the paper's memory extension).
 
+#include "byte_counter.hpp"
 #include "compact_linear.hpp"
 #include "dnc_memory.hpp"
 
@@ -35,6 +37,7 @@ struct DncConfig {
   index_t width = 16;             ///< W, memory word size
   index_t reads = 2;              ///< R, read heads
   bool compact = false;           ///< CompAct "gates" and "head" layers instead of full-rank ones
+  bool checkpoint = false;        ///< recompute the memory step in backward (CheckpointedMemoryStep)
   index_t rank_div = 4;           ///< CompAct rank r = ceil(in / rank_div) for each compressed layer
   std::uint64_t sketch_seed = 1;  ///< CompAct schedule seed
   std::uint64_t period = 50;      ///< CompAct resampling period T (optimizer steps)
@@ -114,6 +117,99 @@ inline State memory_step(const State& s, const Interface& f) {
   return n;
 }
 
+/// The memory step as one autograd node that keeps only its inputs — the previous state and the raw interface
+/// vector ξ, all of which stay alive anyway (the previous step's outputs and the head layer's output) — and runs
+/// the step again in its backward pass to differentiate it (activation checkpointing of the memory step). Without
+/// it, autograd keeps every intermediate of content addressing, allocation (the sort and cumulative product), the
+/// link update and the reads: about two thirds of a planning step's bytes (docs/dnc.md). The forward pass computes
+/// the same float operations in the same order as memory_step; the backward pass runs them a second time.
+struct CheckpointedMemoryStep : public torch::autograd::Function<CheckpointedMemoryStep> {
+  /// Returns {memory, usage, link, precedence, read_weights, write_weights, read vectors (B x R x W)}.
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& memory,
+                                                const torch::Tensor& usage_prev, const torch::Tensor& link_prev,
+                                                const torch::Tensor& precedence_prev,
+                                                const torch::Tensor& read_weights_prev,
+                                                const torch::Tensor& write_weights_prev, const torch::Tensor& xi,
+                                                std::int64_t width, std::int64_t reads) {
+    ctx->save_for_backward({memory, usage_prev, link_prev, precedence_prev, read_weights_prev, write_weights_prev, xi});
+    ctx->saved_data["width"] = width;
+    ctx->saved_data["reads"] = reads;
+    return run(memory, usage_prev, link_prev, precedence_prev, read_weights_prev, write_weights_prev, xi, width, reads);
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grad_outputs) {
+    const torch::autograd::variable_list saved = ctx->get_saved_variables();
+    torch::autograd::variable_list inputs;
+    for (const auto& t : saved) inputs.push_back(t.detach().requires_grad_(true));
+    torch::autograd::variable_list outputs, grads;
+    {
+      torch::AutoGradMode enable(true);
+      const torch::autograd::variable_list all =
+          run(inputs[0], inputs[1], inputs[2], inputs[3], inputs[4], inputs[5], inputs[6],
+              ctx->saved_data["width"].toInt(), ctx->saved_data["reads"].toInt());
+      // Outputs nothing downstream used (the last step's link, say) have no gradient and are left out.
+      for (std::size_t k = 0; k < all.size(); ++k) {
+        if (grad_outputs[k].defined()) {
+          outputs.push_back(all[k]);
+          grads.push_back(grad_outputs[k]);
+        }
+      }
+    }
+    torch::autograd::variable_list result(inputs.size());
+    if (!outputs.empty()) {
+      result = torch::autograd::grad(outputs, inputs, grads, /*retain_graph=*/false, /*create_graph=*/false,
+                                     /*allow_unused=*/true);
+    }
+    for (std::size_t k = 0; k < result.size(); ++k) {
+      if (!ctx->needs_input_grad(k)) result[k] = torch::Tensor();
+    }
+    result.emplace_back();  // width
+    result.emplace_back();  // reads
+    return result;
+  }
+
+ private:
+  static torch::autograd::variable_list run(const torch::Tensor& memory, const torch::Tensor& usage_prev,
+                                            const torch::Tensor& link_prev, const torch::Tensor& precedence_prev,
+                                            const torch::Tensor& read_weights_prev,
+                                            const torch::Tensor& write_weights_prev, const torch::Tensor& xi,
+                                            index_t width, index_t reads) {
+    State s;
+    s.memory = memory;
+    s.usage = usage_prev;
+    s.link = link_prev;
+    s.precedence = precedence_prev;
+    s.read_weights = read_weights_prev;
+    s.write_weights = write_weights_prev;
+    const State n = memory_step(s, split_interface(xi, width, reads));
+    // The read vectors leave unflattened: an output of a custom function should not be a view.
+    return {n.memory,
+            n.usage,
+            n.link,
+            n.precedence,
+            n.read_weights,
+            n.write_weights,
+            n.read_vectors.reshape({xi.size(0), reads, width})};
+  }
+};
+
+/// memory_step(s, split_interface(xi, width, reads)) through CheckpointedMemoryStep: the same values, and autograd
+/// keeps only the step's inputs and outputs.
+inline State checkpointed_memory_step(const State& s, const torch::Tensor& xi, index_t width, index_t reads) {
+  const torch::autograd::variable_list out = CheckpointedMemoryStep::apply(
+      s.memory, s.usage, s.link, s.precedence, s.read_weights, s.write_weights, xi, width, reads);
+  State n;
+  n.memory = out[0];
+  n.usage = out[1];
+  n.link = out[2];
+  n.precedence = out[3];
+  n.read_weights = out[4];
+  n.write_weights = out[5];
+  n.read_vectors = out[6].flatten(1);
+  return n;
+}
+
 /// A controller weight: full rank (autograd saves its input) or CompAct (saves z = x P).
 class LayerImpl : public torch::nn::Module {
  public:
@@ -147,6 +243,13 @@ class LayerImpl : public torch::nn::Module {
 };
 TORCH_MODULE(Layer);
 
+/// f() with its allocations counted under `site`.
+template <class F>
+auto at_site(ByteSite site, F&& f) {
+  const SiteScope scope(site);
+  return f();
+}
+
 /// The DNC: controller weights and the step/run logic (no task-specific parts).
 class DncImpl : public torch::nn::Module {
  public:
@@ -171,32 +274,45 @@ class DncImpl : public torch::nn::Module {
 
   const DncConfig& config() const { return config_; }
 
-  /// The state before the first step for a batch of b sequences and a memory of `slots` rows: all zeros.
-  State initial_state(index_t b, index_t slots) const {
+  /// The state before the first step for a batch of b sequences and a memory of `slots` rows: all zeros, of the
+  /// inputs' dtype.
+  State initial_state(index_t b, index_t slots, const torch::TensorOptions& options = {}) const {
     const index_t r = config_.reads, w = config_.width;
     State s;
-    s.memory = torch::zeros({b, slots, w});
-    s.usage = torch::zeros({b, slots});
-    s.link = torch::zeros({b, slots, slots});
-    s.precedence = torch::zeros({b, slots});
-    s.read_weights = torch::zeros({b, r, slots});
-    s.write_weights = torch::zeros({b, slots});
-    s.read_vectors = torch::zeros({b, r * w});
-    s.h = torch::zeros({b, config_.hidden});
-    s.c = torch::zeros({b, config_.hidden});
+    s.memory = torch::zeros({b, slots, w}, options);
+    s.usage = torch::zeros({b, slots}, options);
+    s.link = torch::zeros({b, slots, slots}, options);
+    s.precedence = torch::zeros({b, slots}, options);
+    s.read_weights = torch::zeros({b, r, slots}, options);
+    s.write_weights = torch::zeros({b, slots}, options);
+    s.read_vectors = torch::zeros({b, r * w}, options);
+    s.h = torch::zeros({b, config_.hidden}, options);
+    s.c = torch::zeros({b, config_.hidden}, options);
     return s;
   }
 
-  /// One controller + memory step; `*y` receives the output y_t when it is not null (the answer phase).
+  /// One controller + memory step; `*y` receives the output y_t when it is not null (the answer phase). Its
+  /// allocations are counted under their ByteSite (byte_counter.hpp): what the controller layers save of their
+  /// inputs (the concatenated gates input and h_t, or with CompAct the sketches z), the rest of the controller,
+  /// and the memory step.
   State step(const torch::Tensor& x, const State& s, torch::Tensor* y) {
     const index_t h = config_.hidden;
-    const torch::Tensor gates = gates_->forward(torch::cat({x, s.read_vectors, s.h}, 1));
+    const SiteScope controller(ByteSite::kController);
+    const torch::Tensor gates = gates_->forward(at_site(ByteSite::kLinearInput, [&] {
+      return torch::cat({x, s.read_vectors, s.h}, 1);
+    }));
     const torch::Tensor c = torch::sigmoid(gates.narrow(1, h, h)) * s.c +
                             torch::sigmoid(gates.narrow(1, 0, h)) * torch::tanh(gates.narrow(1, 2 * h, h));
-    const torch::Tensor hidden = torch::sigmoid(gates.narrow(1, 3 * h, h)) * torch::tanh(c);
+    const torch::Tensor out_gate = torch::sigmoid(gates.narrow(1, 3 * h, h)), cell = torch::tanh(c);
+    const torch::Tensor hidden = at_site(ByteSite::kLinearInput, [&] { return out_gate * cell; });
     const torch::Tensor head = head_->forward(hidden);
-    State n = memory_step(s, split_interface(head.narrow(1, config_.output, head.size(1) - config_.output),
-                                             config_.width, config_.reads));
+    const torch::Tensor xi = head.narrow(1, config_.output, head.size(1) - config_.output);
+    // Checkpointing matters only when autograd records the step; evaluation runs the plain step.
+    State n = at_site(ByteSite::kMemory, [&] {
+      return config_.checkpoint && torch::GradMode::is_enabled()
+                 ? checkpointed_memory_step(s, xi, config_.width, config_.reads)
+                 : memory_step(s, split_interface(xi, config_.width, config_.reads));
+    });
     n.h = hidden;
     n.c = c;
     if (y != nullptr) *y = head.narrow(1, 0, config_.output) + readout_->forward(n.read_vectors);
@@ -211,7 +327,7 @@ class DncImpl : public torch::nn::Module {
                     "Dnc::run: argument inputs must be T x B x " << config_.input << ", got " << inputs.sizes());
     COMPACT_REQUIRE(answer_steps >= 1 && answer_steps <= steps,
                     "Dnc::run: argument answer_steps = " << answer_steps << " must be in [1, T = " << steps << "]");
-    State s = initial_state(inputs.size(1), slots);
+    State s = initial_state(inputs.size(1), slots, inputs.options());
     std::vector<torch::Tensor> outputs;
     for (index_t t = 0; t < steps; ++t) {
       torch::Tensor y;

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# The DNC planning-budget study of docs/dnc.md: the memory table, fourteen training runs, then the plots.
+# The DNC planning-budget study of docs/dnc.md: the memory table (four tasks, four ways to train), the constant vs
+# linear budget on each task over three seeds with a curriculum, then the plots.
 # Usage: examples/dnc/run_study.sh [BUILD_DIR] [OUT_DIR] [PNG_DIR] [PART...]
-# (defaults build, docs/dnc_data, docs, all parts). PART is one of memory ar_full ar_compact ar_long sp_full
-# sp_compact plots; with no PART everything runs and OUT_DIR's results start afresh. Each run is one process on
-# one thread; the seconds of each command go to OUT_DIR/times.csv.
+# (defaults build, docs/dnc_data, docs, all parts). PART is one of memory sp ar mc ch plots; with no PART everything
+# runs and OUT_DIR's results start afresh. Each run is one process on one thread, one after the other; the wall and
+# CPU seconds of each command go to OUT_DIR/times.csv. Run it under `nice -n 19` on a shared machine.
+# SEEDS, SP_ITERS and ITERS (the other tasks) override the study's values, e.g. for a quick trial.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=${1:-build}
@@ -14,51 +16,47 @@ shift $(($# < 3 ? $# : 3))
 parts=("$@")
 bin="$build/examples/dnc/dnc_study"
 export OMP_NUM_THREADS=1
+read -r -a seeds <<< "${SEEDS:-1 2 3}"
+sp_iters=${SP_ITERS:-24000}
+iters=${ITERS:-3000}
 
 mkdir -p "$out"
 if [[ ${#parts[@]} -eq 0 ]]; then
-  parts=(memory ar_full ar_compact ar_long sp_full sp_compact plots)
-  rm -f "$out/results.csv" "$out/curves.csv" "$out/times.csv"
+  parts=(memory sp ar mc ch plots)
+  rm -f "$out/results.csv" "$out/curves.csv" "$out/pcurve.csv" "$out/times.csv"
 fi
-[[ -f "$out/times.csv" ]] || echo "seconds,command" > "$out/times.csv"
+[[ -f "$out/times.csv" ]] || echo "wall_seconds,user_seconds,system_seconds,command" > "$out/times.csv"
 timed() {
-  local start
-  start=$(date +%s)
-  "$@"
-  echo "$(( $(date +%s) - start )),\"$*\"" >> "$out/times.csv"
+  local t
+  t=$(mktemp)
+  /usr/bin/time -o "$t" -f "%e,%U,%S" "$@"
+  echo "$(tail -n 1 "$t"),\"$*\"" >> "$out/times.csv"
+  rm -f "$t"
 }
-# The largest linear budget p = k n that fits the full-rank memory at p = n with CompAct r = in/4 (budget.csv).
-k_max() { awk -F, -v t="$1" '$1 == t && $2 == "compact-r/4" { print $13 }' "$out/budget.csv"; }
-ar=(--run --task ar --lr 3e-3 --log-every 250 --out "$out")
-sp=(--run --task sp --lr 3e-3 --log-every 250 --out "$out" --iters 2500)
+# One task: the constant budget (the linear one at the middle training size, so both spend about the same compute
+# in training) and the linear budget p = n, seed by seed, so that a stopped study leaves matched pairs.
+budgets() {
+  local task=$1 const_p=$2 n_iters=$3
+  shift 3
+  for seed in "${seeds[@]}"; do
+    timed "$bin" --run --task "$task" --iters "$n_iters" --seed "$seed" --budget const --p "$const_p" "$@"
+    timed "$bin" --run --task "$task" --iters "$n_iters" --seed "$seed" --budget linear --p 1 "$@"
+  done
+}
+common=(--lr 3e-3 --curriculum 0.5 --eval-samples 512 --log-every 500 --out "$out")
 
 for part in "${parts[@]}"; do
   case $part in
-    # Memory per planning step, full rank vs CompAct, and the budget that fits (memory.csv, budget.csv, sweep).
-    memory) timed "$bin" --memory --out "$out" ;;
-    # A constant budget equal to the linear one at the middle training size (4 items), and p = n.
-    ar_full)
-      timed "$bin" "${ar[@]}" --iters 2500 --budget const --p 4
-      timed "$bin" "${ar[@]}" --iters 2500 --budget linear --p 1 ;;
-    # CompAct at the same iterations: r = in/4, r = in/2, and r = in/4 with resampling period 200.
-    ar_compact)
-      timed "$bin" "${ar[@]}" --iters 2500 --budget linear --p 1 --compact --rank-div 4
-      timed "$bin" "${ar[@]}" --iters 2500 --budget linear --p 1 --compact --rank-div 2
-      timed "$bin" "${ar[@]}" --iters 2500 --budget linear --p 1 --compact --rank-div 4 --period 200 \
-        --label ar-linear1-compact-r4-T200 ;;
-    # CompAct r = in/4 trained twice as long, at p = n and at the largest budget that fits.
-    ar_long)
-      timed "$bin" "${ar[@]}" --iters 5000 --budget linear --p 1 --compact --rank-div 4 \
-        --label ar-linear1-compact-r4-5000it
-      timed "$bin" "${ar[@]}" --iters 5000 --budget linear --p "$(k_max associative_recall)" --compact \
-        --rank-div 4 --label "ar-linear$(k_max associative_recall)-compact-r4-5000it" ;;
-    # Constant budget = the linear one at the middle training size (4 nodes = 6 edges), and p = |E|.
-    sp_full)
-      timed "$bin" "${sp[@]}" --budget const --p 6
-      timed "$bin" "${sp[@]}" --budget linear --p 1 ;;
-    sp_compact)
-      timed "$bin" "${sp[@]}" --budget linear --p 1 --compact --rank-div 4
-      timed "$bin" "${sp[@]}" --budget linear --p "$(k_max shortest_path)" --compact --rank-div 4 ;;
+    # Bytes per planning step and the largest budget that fits, per task and variant, with their CPU time.
+    memory) timed "$bin" --memory --timing-reps 9 --out "$out" ;;
+    # Shortest path, 3-7 nodes (4-10 edges) in training: constant p = 7 (5 nodes) vs p = |E|.
+    sp) budgets sp 7 "$sp_iters" "${common[@]}" ;;
+    # MinCut, 4-7 nodes (6-10 edges): constant p = 8 (between 5 and 6 nodes) vs p = |E|.
+    mc) budgets mc 8 "$iters" "${common[@]}" ;;
+    # Convex hull, 4-8 points: constant p = 6 (6 points) vs p = points.
+    ch) budgets ch 6 "$iters" "${common[@]}" ;;
+    # Associative recall, 2-6 items: constant p = 4 (4 items) vs p = items.
+    ar) budgets ar 4 "$iters" "${common[@]}" ;;
     plots) /usr/bin/python3 examples/dnc/plot_dnc.py "$out" "$png" ;;
     *) echo "run_study.sh: unknown part '$part'" >&2; exit 2 ;;
   esac

@@ -13,7 +13,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <deque>
+#include <limits>
 #include <numeric>
 #include <vector>
 
@@ -57,6 +59,18 @@ struct MemoryCase {
     vec = torch::randn({b, w}, opt);
   }
 };
+
+/// The small DNC of the whole-model tests: X = 5, Y = 3, H = 12, W = 4, R = 2, CompAct rank in / 3.
+dnc::DncConfig tiny_config() {
+  dnc::DncConfig c;
+  c.input = 5;
+  c.output = 3;
+  c.hidden = 12;
+  c.width = 4;
+  c.reads = 2;
+  c.rank_div = 3;
+  return c;
+}
 
 }  // namespace
 
@@ -282,13 +296,7 @@ TEST_CASE("a CompAct layer applied over T time steps accumulates exactly sum_t d
 
 TEST_CASE("a CompAct DNC computes the full-rank DNC's outputs and its gradients G P, through the whole unrolled run") {
   // gates and head are CompAct, readout is full rank in both.
-  dnc::DncConfig config;
-  config.input = 5;
-  config.output = 3;
-  config.hidden = 12;
-  config.width = 4;
-  config.reads = 2;
-  config.rank_div = 3;
+  dnc::DncConfig config = tiny_config();
   torch::manual_seed(21);
   dnc::Dnc full(config);
   config.compact = true;
@@ -395,6 +403,10 @@ TEST_CASE("shortest path targets are the unique shortest path of the presented g
   }
 }
 
+namespace {
+std::int64_t site_bytes_linear() { return dnc::live_bytes(dnc::ByteSite::kLinearInput); }
+}  // namespace
+
 TEST_CASE("the byte counter sees a CompAct layer hold exactly z and its output") {
   dnc::install_byte_counter();
   const index_t n = 32, m = 16, r = 8, rows = 10;
@@ -408,5 +420,274 @@ TEST_CASE("the byte counter sees a CompAct layer hold exactly z and its output")
     held = dnc::live_bytes() - base;
   }
   CHECK(held == rows * (r + m) * static_cast<std::int64_t>(sizeof(float)));
+  CHECK(dnc::live_bytes() == base);
+}
+
+TEST_CASE("the byte counter counts each allocation under the site current when it was made, until it is freed") {
+  dnc::install_byte_counter();
+  using dnc::ByteSite;
+  const auto site_bytes = [](ByteSite s) { return dnc::live_bytes(s); };
+  const std::int64_t memory0 = site_bytes(ByteSite::kMemory), linear0 = site_bytes(ByteSite::kLinearInput),
+                     other0 = site_bytes(ByteSite::kOther);
+  torch::Tensor kept;
+  {
+    const dnc::SiteScope memory(ByteSite::kMemory);
+    const torch::Tensor a = torch::empty({7, 3});  // 84 bytes, freed at the end of this scope
+    {
+      const dnc::SiteScope linear(ByteSite::kLinearInput);
+      kept = torch::empty({5});  // 20 bytes, kept
+    }
+    const torch::Tensor b = torch::empty({2});  // 8 bytes under kMemory again: the inner scope restored it
+    CHECK(site_bytes(ByteSite::kMemory) - memory0 == 84 + 8);
+    CHECK(site_bytes(ByteSite::kLinearInput) - linear0 == 20);
+  }
+  CHECK(site_bytes(ByteSite::kMemory) == memory0);
+  CHECK(site_bytes(ByteSite::kLinearInput) - linear0 == 20);
+  const torch::Tensor c = torch::empty({4});  // outside every scope
+  CHECK(site_bytes(ByteSite::kOther) - other0 == 16);
+  kept = torch::Tensor();
+  CHECK(site_bytes(ByteSite::kLinearInput) == linear0);
+}
+
+TEST_CASE("a DNC step's linear layers hold exactly [x; r; h] and h at full rank, and the two sketches z with CompAct") {
+  dnc::install_byte_counter();
+  using dnc::ByteSite;
+  for (const bool compact : {false, true}) {
+    CAPTURE(compact);
+    dnc::DncConfig c = tiny_config();
+    c.compact = compact;
+    torch::manual_seed(3);
+    dnc::Dnc model(c);
+    const index_t b = 6, slots = 5;
+    const dnc::State s0 = model->initial_state(b, slots);
+    const torch::Tensor x = torch::randn({b, c.input});
+    const std::int64_t base = site_bytes_linear();
+    std::int64_t held;
+    {
+      torch::Tensor last;  // keeps both steps' graph alive, and nothing else of their states
+      {
+        const dnc::State s1 = model->step(x, s0, nullptr);
+        last = model->step(x, s1, nullptr).memory;
+      }
+      held = site_bytes_linear() - base;
+    }
+    const index_t gates_in = c.input + c.reads * c.width + c.hidden, head_in = c.hidden;
+    const auto kept = [&](index_t in) { return compact ? (in + c.rank_div - 1) / c.rank_div : in; };
+    // Per step, full rank keeps [x; r; h_prev] for the gates and h for the head; CompAct keeps the two sketches and
+    // frees both inputs once the states that held them are gone.
+    CHECK(held == 2 * b * (kept(gates_in) + kept(head_in)) * static_cast<std::int64_t>(sizeof(float)));
+    CHECK(site_bytes_linear() == base);
+  }
+}
+
+TEST_CASE("convex hull targets are the hull's vertices counter-clockwise from the leftmost point, then the end") {
+  dnc::ConvexHull task;
+  std::mt19937_64 rng(6);
+  const index_t size = 9, planning = 4, batch = 32, labels = dnc::ConvexHull::kLabels;
+  const dnc::Batch b = task.sample(size, planning, batch, rng);
+  CHECK(b.inputs.size(0) == size + planning + b.answer_steps);
+  index_t longest = 0;
+  for (index_t s = 0; s < batch; ++s) {
+    std::vector<double> x(size), y(size);
+    std::vector<index_t> label(size);
+    for (index_t i = 0; i < size; ++i) {
+      x[i] = b.inputs[i][s][0].item<double>();
+      y[i] = b.inputs[i][s][1].item<double>();
+      label[i] = b.inputs[i][s].narrow(0, 2, labels).argmax().item<index_t>();
+    }
+    // Brute force: i -> j is a counter-clockwise hull edge when every other point lies strictly to its left.
+    std::vector<index_t> next(size, -1);
+    for (index_t i = 0; i < size; ++i) {
+      for (index_t j = 0; j < size; ++j) {
+        bool left = i != j;
+        for (index_t k = 0; k < size && left; ++k) {
+          if (k == i || k == j) continue;
+          left = (x[j] - x[i]) * (y[k] - y[i]) - (y[j] - y[i]) * (x[k] - x[i]) > 0;
+        }
+        if (left) next[i] = j;
+      }
+    }
+    const index_t leftmost = std::min_element(x.begin(), x.end()) - x.begin();
+    std::vector<index_t> want;
+    for (index_t v = leftmost; want.empty() || v != leftmost; v = next[v]) {
+      REQUIRE(next[v] >= 0);
+      want.push_back(label[v]);
+    }
+    const index_t h = static_cast<index_t>(want.size());
+    longest = std::max(longest, h + 1);
+    CHECK(b.mask.select(1, s).sum().item<index_t>() == h + 1);
+    for (index_t a = 0; a < h; ++a) CHECK(b.targets[a][s][0].item<index_t>() == want[a]);
+    CHECK(b.targets[h][s][0].item<index_t>() == dnc::ConvexHull::kEnd);
+    // Planning steps are empty, and every answer step carries the answer flag whatever the hull's length.
+    CHECK(b.inputs.narrow(0, size, planning).select(1, s).abs().sum().item<double>() == 0.0);
+    CHECK(
+        b.inputs.narrow(0, size + planning, b.answer_steps).select(1, s).select(1, 3 + labels).sum().item<index_t>() ==
+        b.answer_steps);
+  }
+  CHECK(b.answer_steps == longest);
+}
+
+TEST_CASE("min cut sides are the unique minimum s-t cut, found by enumerating every cut") {
+  dnc::MinCut task;
+  std::mt19937_64 rng(8);
+  const index_t size = 7, planning = 2, batch = 24, labels = dnc::MinCut::kLabels;
+  const index_t caps = dnc::MinCut::kCapacities, m = dnc::MinCut::edges(size);
+  const dnc::Batch b = task.sample(size, planning, batch, rng);
+  CHECK(b.inputs.size(0) == m + 1 + planning + 1);
+  for (index_t s = 0; s < batch; ++s) {
+    // Decode the graph; nodes are the labels that occur.
+    std::vector<std::vector<int>> cap(labels, std::vector<int>(labels, 0));
+    std::vector<bool> used(labels, false);
+    for (index_t e = 0; e < m; ++e) {
+      const index_t u = b.inputs[e][s].narrow(0, 0, labels).argmax().item<index_t>();
+      const index_t v = b.inputs[e][s].narrow(0, labels, labels).argmax().item<index_t>();
+      const int c = 1 + static_cast<int>(b.inputs[e][s].narrow(0, 2 * labels, caps).argmax().item<index_t>());
+      REQUIRE(cap[u][v] == 0);  // distinct edges
+      cap[u][v] = cap[v][u] = c;
+      used[u] = used[v] = true;
+    }
+    std::vector<index_t> nodes;
+    for (index_t l = 0; l < labels; ++l) {
+      if (used[l]) nodes.push_back(l);
+    }
+    REQUIRE(static_cast<index_t>(nodes.size()) == size);
+    const index_t src = b.inputs[m][s].narrow(0, 0, labels).argmax().item<index_t>();
+    const index_t snk = b.inputs[m][s].narrow(0, labels, labels).argmax().item<index_t>();
+    // Every partition with src on one side and snk on the other: the cheapest must be unique and be the target.
+    int best = std::numeric_limits<int>::max(), ties = 0;
+    std::vector<bool> best_side;
+    for (std::uint32_t mask = 0; mask < (1u << size); ++mask) {
+      std::vector<bool> side(labels, false);
+      for (index_t k = 0; k < size; ++k) side[nodes[k]] = (mask >> k) & 1;
+      if (!side[src] || side[snk]) continue;
+      int cut = 0;
+      for (index_t u : nodes) {
+        for (index_t v : nodes) {
+          if (side[u] && !side[v]) cut += cap[u][v];
+        }
+      }
+      if (cut < best) {
+        best = cut;
+        ties = 1;
+        best_side = side;
+      } else if (cut == best) {
+        ++ties;
+      }
+    }
+    CHECK(ties == 1);
+    const index_t on_source_side = std::count(best_side.begin(), best_side.end(), true);
+    CHECK(on_source_side >= 2);
+    CHECK(on_source_side <= size - 2);
+    for (index_t l = 0; l < labels; ++l) {
+      const float want = !used[l] || l == src || l == snk ? -1.0f : (best_side[l] ? 1.0f : 0.0f);
+      CHECK(b.targets[0][s][l].item<float>() == want);
+    }
+  }
+}
+
+TEST_CASE("the curriculum grows the largest training size in lessons of equal length, then trains on all sizes") {
+  const dnc::Curriculum c{3, 7, 1000, 0.5};  // five lessons of 100 iterations in the first 500
+  CHECK(c.ceiling(1) == 3);
+  CHECK(c.ceiling(100) == 3);
+  CHECK(c.ceiling(101) == 4);
+  CHECK(c.ceiling(401) == 7);
+  CHECK(c.ceiling(1000) == 7);
+  CHECK(dnc::Curriculum{3, 7, 1000, 0.0}.ceiling(1) == 7);
+}
+
+namespace {
+
+/// A memory-step state of MemoryCase's inputs whose tensors require grad, and the raw interface vector.
+struct StepCase {
+  MemoryCase c;
+  dnc::State s;
+  torch::Tensor xi;
+  explicit StepCase(torch::ScalarType dtype) {
+    const auto leaf = [&](const torch::Tensor& t) { return t.to(dtype).detach().requires_grad_(true); };
+    s.memory = leaf(c.memory);
+    s.usage = leaf(c.usage);
+    s.link = leaf(c.link);
+    s.precedence = leaf(c.precedence);
+    s.read_weights = leaf(c.read_prev);
+    s.write_weights = leaf(c.write_prev);
+    xi = leaf(torch::randn({c.b, dnc::interface_size(c.w, c.r)}, torch::kDouble));
+  }
+  std::vector<torch::Tensor> inputs() const {
+    return {s.memory, s.usage, s.link, s.precedence, s.read_weights, s.write_weights, xi};
+  }
+};
+
+std::vector<torch::Tensor> outputs(const dnc::State& n) {
+  return {n.memory, n.usage, n.link, n.precedence, n.read_weights, n.write_weights, n.read_vectors};
+}
+
+}  // namespace
+
+TEST_CASE("a checkpointed memory step computes the same values and the same gradients as the recorded one") {
+  for (const auto dtype : {torch::kFloat, torch::kDouble}) {
+    CAPTURE(dtype);
+    const StepCase k(dtype);
+    const dnc::State plain = dnc::memory_step(k.s, dnc::split_interface(k.xi, k.c.w, k.c.r));
+    const dnc::State ckpt = dnc::checkpointed_memory_step(k.s, k.xi, k.c.w, k.c.r);
+    const auto a = outputs(plain), b = outputs(ckpt);
+    // The same float operations in the same order.
+    for (std::size_t i = 0; i < a.size(); ++i) CHECK(max_abs_diff(a[i], b[i]) == 0.0);
+    // A random probe of every output except the link (left without gradient, as the last step's is in a run).
+    torch::manual_seed(13);
+    std::vector<torch::Tensor> probes;
+    for (const auto& t : a) probes.push_back(torch::randn_like(t));
+    const auto loss = [&](const std::vector<torch::Tensor>& out) {
+      torch::Tensor l = torch::zeros({}, out[0].options());
+      for (std::size_t i = 0; i < out.size(); ++i) {
+        if (i != 2) l = l + (out[i] * probes[i]).sum();
+      }
+      return l;
+    };
+    const auto ga = torch::autograd::grad({loss(a)}, k.inputs());
+    const auto gb = torch::autograd::grad({loss(b)}, k.inputs());
+    // Backward runs the recomputed step's own graph: the same operations on the same values, so the same bits.
+    for (std::size_t i = 0; i < ga.size(); ++i) CHECK(max_abs_diff(ga[i], gb[i]) == 0.0);
+  }
+}
+
+TEST_CASE("a DNC with its memory step checkpointed computes the same outputs and weight gradients") {
+  dnc::DncConfig config = tiny_config();
+  for (const bool compact : {false, true}) {
+    CAPTURE(compact);
+    config.compact = compact;
+    config.checkpoint = false;
+    torch::manual_seed(21);
+    dnc::Dnc plain(config);
+    config.checkpoint = true;
+    torch::manual_seed(21);
+    dnc::Dnc ckpt(config);
+    const torch::Tensor inputs = torch::randn({9, 4, config.input});
+    const torch::Tensor probe = torch::randn({3, 4, config.output});
+    const torch::Tensor ya = plain->run(inputs, 3, /*slots=*/6), yb = ckpt->run(inputs, 3, /*slots=*/6);
+    CHECK(max_abs_diff(ya, yb) == 0.0);
+    (ya * probe).sum().backward();
+    (yb * probe).sum().backward();
+    auto la = plain->layers(), lb = ckpt->layers();
+    for (std::size_t k = 0; k < la.size(); ++k) {
+      const torch::Tensor ga = la[k]->is_compact() ? la[k]->compact_layer()->compressed_grad() : la[k]->weight().grad();
+      const torch::Tensor gb = lb[k]->is_compact() ? lb[k]->compact_layer()->compressed_grad() : lb[k]->weight().grad();
+      CHECK(max_abs_diff(ga, gb) == 0.0);
+      CHECK(max_abs_diff(la[k]->bias().grad(), lb[k]->bias().grad()) == 0.0);
+    }
+  }
+}
+
+TEST_CASE("the byte counter sees a checkpointed memory step hold exactly its outputs") {
+  dnc::install_byte_counter();
+  const StepCase k(torch::kFloat);
+  const std::int64_t base = dnc::live_bytes();
+  std::int64_t held, outs = 0;
+  {
+    const dnc::State n = dnc::checkpointed_memory_step(k.s, k.xi, k.c.w, k.c.r);
+    for (const auto& t : outputs(n)) outs += t.numel() * static_cast<std::int64_t>(sizeof(float));
+    held = dnc::live_bytes() - base;
+  }
+  // The node saves its inputs, which were alive before it (base), and nothing else.
+  CHECK(held == outs);
   CHECK(dnc::live_bytes() == base);
 }
