@@ -6,13 +6,16 @@ temporaries), tokens/s and validation loss. See docs/pytorch.md for the results 
     python3 examples/pytorch/train_llama.py --opt compact --rank 0.5      # one configuration
     python3 examples/pytorch/train_llama.py --study --out-dir out         # the grid of docs/pytorch.md (a process each)
     python3 examples/pytorch/train_llama.py --smoke                       # a few steps of full and compact, checked
+    python3 examples/pytorch/train_llama.py --bench-step --config llama-60m --batch 4 --context 256
+                                                   # step time of full rank and CompAct side by side, one process
     torchrun --nproc_per_node=2 examples/pytorch/train_llama.py --ddp ... # data parallel (gloo on CPU, NCCL on GPU)
 
 Memory: on the CPU, compact_torch.memory.CpuMemoryTracker counts the exact bytes of every live torch tensor (never
 RSS) and splits activations (tensors saved for backward) from temporaries; on the GPU, torch.cuda.max_memory_allocated
 (activations and temporaries together). One whole optimizer step (micro-batches, clipping, optimizer) is
-measured at --memory-step, after the optimizer state exists. compact's CPU backend mallocs a bounded scratch outside
-torch (one panel of P per call, freed on return); its bound is reported and added to the compact total.
+measured at --memory-step, after the optimizer state exists. compact's CPU SRHT mallocs a bounded scratch outside torch
+(one padded row per thread, freed on return); its bound is reported and added to the compact total. The dense
+sketches' panels of P are torch tensors, counted as temporaries.
 """
 import argparse
 import contextlib
@@ -44,6 +47,9 @@ def parse(argv=None):
     mode.add_argument("--smoke", action="store_true", help="a few steps of full and compact on a tiny model, checked")
     mode.add_argument("--ddp", action="store_true", help="data parallel under torchrun (gloo on CPU, NCCL on GPU)")
     mode.add_argument("--memory-only", action="store_true", help="measure one step's memory, skip evaluation")
+    mode.add_argument("--bench-step", action="store_true",
+                      help="time training steps of full rank and CompAct (--rank, --sharing, --bench-dists) side by "
+                      "side in one process and print the tokens/s ratio and a per-phase breakdown")
     mode.add_argument("--out-dir", default="train_llama_out", help="results.csv and curves.csv go here")
     run = p.add_argument_group("configuration")
     run.add_argument("--opt", choices=["full", "compact"], default="compact")
@@ -84,6 +90,11 @@ def parse(argv=None):
     study.add_argument("--study-ranks", default="2,4,8", help="rank divisors of the study grid")
     study.add_argument("--study-dists", default="gaussian,srht")
     study.add_argument("--study-sharing", default="shared,per-layer")
+    bench = p.add_argument_group("bench-step")
+    bench.add_argument("--bench-dists", default="srht,gaussian", help="the CompAct configurations timed")
+    bench.add_argument("--bench-rounds", type=int, default=7,
+                       help="timed rounds; each round runs one step of every configuration, in rotating order")
+    bench.add_argument("--bench-warmup", type=int, default=2, help="untimed steps of each configuration first")
     return p.parse_args(argv)
 
 
@@ -185,8 +196,39 @@ def setup_distributed(args):
     return world, dist.get_rank()
 
 
+def loaded_openblas():
+    """The OpenBLAS this process has loaded (ctypes handle), or None. Debian's torch runs its CPU GEMMs on it."""
+    import ctypes
+
+    try:
+        with open("/proc/self/maps") as f:
+            paths = {line.split()[-1] for line in f if "openblas" in line and "/" in line}
+    except OSError:
+        return None
+    for path in sorted(paths):
+        try:
+            lib = ctypes.CDLL(path, mode=os.RTLD_NOLOAD | os.RTLD_GLOBAL)
+            lib.openblas_get_num_threads.restype = ctypes.c_int
+            return lib
+        except (OSError, AttributeError):
+            continue
+    return None
+
+
+def set_threads(threads):
+    """--threads for every pool: torch's intra-op threads (which also bound compact's task pool) and, when torch runs
+    on OpenBLAS (Debian's torch), OpenBLAS's own pthreads, which torch.set_num_threads leaves at one per core. Returns
+    the OpenBLAS thread count (0: no OpenBLAS in the process)."""
+    torch.set_num_threads(threads)
+    lib = loaded_openblas()
+    if lib is None:
+        return 0
+    lib.openblas_set_num_threads(int(threads))
+    return int(lib.openblas_get_num_threads())
+
+
 def run(args, world=1, rank=0):
-    torch.set_num_threads(args.threads)
+    set_threads(args.threads)
     device = torch.device(args.device)
     train, val, vocab = load_corpus(args.data_dir)
     # The tracker comes after the corpus (data is not training state) and before the model (whose tensors it must
@@ -435,9 +477,139 @@ def smoke(args):
     return 0 if ok else 1
 
 
+# ---------------------------------------------------------------------------------------------------------------
+# Step time, side by side
+
+class PhaseTimer:
+    """Wall time of one training step split into phases: forward (of which compact's sketches), backward (of which
+    compact's Ghat = dy^T z), optimizer (of which CompAct's update of the compressed layers: moments and the
+    decompression W += alpha N P^T) and the rest (batch, clipping, zero_grad). The compact parts are timed by wrapping
+    the operators and CompressedAdamW._compressed_update while a timer is active; nothing is wrapped otherwise."""
+
+    PHASES = ("forward", "sketch", "backward", "ghat", "optimizer", "compressed_update", "other", "total")
+
+    def __init__(self):
+        self.t = dict.fromkeys(self.PHASES, 0.0)
+
+    def wrap(self, key, fn):
+        def timed(*a, **k):
+            t0 = time.perf_counter()
+            try:
+                return fn(*a, **k)
+            finally:
+                self.t[key] += time.perf_counter() - t0
+        return timed
+
+
+@contextlib.contextmanager
+def timing_compact(timer):
+    """Routes compact's sketch and Ghat operators and the compressed update through `timer` while active."""
+    from compact_torch import _ext, optim
+
+    class Ops:  # the operators the layers call through _ext.ops, the two timed ones wrapped
+        def __getattr__(self, name):
+            return getattr(real_ops, name)
+
+    real_ops, real_update = _ext.ops, optim.CompressedAdamW._compressed_update
+    ops = Ops()
+    ops.sketch = timer.wrap("sketch", real_ops.sketch)
+    ops.compressed_grad = timer.wrap("ghat", real_ops.compressed_grad)
+    _ext.ops = ops
+    optim.CompressedAdamW._compressed_update = timer.wrap("compressed_update", real_update)
+    try:
+        yield
+    finally:
+        _ext.ops, optim.CompressedAdamW._compressed_update = real_ops, real_update
+
+
+def timed_step(net, opt, args, train, step, device, timer):
+    """train_step with its phases timed (one micro-batch per --accum, as train_step)."""
+    t_start = time.perf_counter()
+    with timing_compact(timer):
+        for micro in range(args.accum):
+            batch = train_batch(train, args, step, micro).to(device)
+            t0 = time.perf_counter()
+            with autocast(args, device):
+                loss = net(batch[:, :-1], batch[:, 1:]) / args.accum
+            t1 = time.perf_counter()
+            loss.backward()
+            t2 = time.perf_counter()
+            timer.t["forward"] += t1 - t0
+            timer.t["backward"] += t2 - t1
+        if args.clip > 0:
+            torch.nn.utils.clip_grad_norm_(net.parameters(), args.clip)
+        t0 = time.perf_counter()
+        opt.step()
+        timer.t["optimizer"] += time.perf_counter() - t0
+        opt.zero_grad(set_to_none=True)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+    total = time.perf_counter() - t_start
+    timer.t["total"] += total
+    timer.t["other"] += total - timer.t["forward"] - timer.t["backward"] - timer.t["optimizer"]
+    return total
+
+
+def bench_step(args):
+    """Full rank and each CompAct configuration of --bench-dists, built in this process from the same initial weights,
+    stepped in rounds (one step of each per round, the order rotating so that load drifts hit all alike). Prints the
+    median step time, tokens/s, the ratio to full rank (median of the per-round ratios) and the per-phase medians."""
+    import platform
+    import statistics
+
+    blas_threads = set_threads(args.threads)
+    device = torch.device(args.device)
+    train, _, vocab = load_corpus(args.data_dir)
+    configs = [("full", dict(opt="full"))]
+    for dist in args.bench_dists.split(","):
+        configs.append((f"compact-{args.sharing}-{dist}", dict(opt="compact", dist=dist)))
+    runs = []
+    for name, over in configs:
+        a = argparse.Namespace(**{**vars(args), **over})
+        model, _ = build_model(a, vocab)
+        runs.append((name, a, model, build_optimizer(a, model)))
+    tokens = args.batch * args.context
+    load0 = os.getloadavg()
+    for step in range(args.bench_warmup):
+        for name, a, model, opt in runs:
+            timed_step(model, opt, a, train, step, device, PhaseTimer())
+    samples = {name: [] for name, *_ in runs}
+    for rnd in range(args.bench_rounds):
+        k = rnd % len(runs)
+        for name, a, model, opt in runs[k:] + runs[:k]:
+            timer = PhaseTimer()
+            timed_step(model, opt, a, train, args.bench_warmup + rnd, device, timer)
+            samples[name].append(timer.t)
+    load1 = os.getloadavg()
+    full = samples["full"]
+    print(f"\nstep time, {args.config} ({args.batch} x {args.context} = {tokens} tokens per step), rank {args.rank} "
+          f"{args.sharing}, torch {torch.__version__}, {torch.get_num_threads()} torch thread(s), OpenBLAS threads "
+          f"{blas_threads} (0: none loaded), device {device}, compact CPU ISA {getattr(ct, 'cpu_isa', lambda: '?')()}, "
+          f"{platform.processor() or platform.machine()}; load average "
+          f"{load0[0]:.2f} at the start, {load1[0]:.2f} at the end; medians of {args.bench_rounds} rounds")
+    head = ("config", "step ms", "tok/s", "vs full", "forward", "(sketch)", "backward", "(Ghat)", "optimizer",
+            "(compact upd.)", "other")
+    print("| " + " | ".join(head) + " |\n|" + "---|" * len(head))
+    ratios = {}
+    for name, *_ in runs:
+        med = {key: statistics.median(t[key] for t in samples[name]) * 1e3 for key in PhaseTimer.PHASES}
+        ratio = statistics.median(f["total"] / t["total"] for f, t in zip(full, samples[name]))
+        ratios[name] = ratio
+        compact_cell = (lambda key: f"{med[key]:.1f}") if name != "full" else (lambda key: "-")
+        print(f"| {name} | {med['total']:.1f} | {tokens / med['total'] * 1e3:.0f} | {ratio:.3f} | "
+              f"{med['forward']:.1f} | {compact_cell('sketch')} | {med['backward']:.1f} | {compact_cell('ghat')} | "
+              f"{med['optimizer']:.1f} | {compact_cell('compressed_update')} | {med['other']:.1f} |")
+    for name, ratio in ratios.items():
+        if name != "full":
+            print(f"{name}: {ratio:.3f}x full rank's tokens/s")
+    return 0
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     args = parse(argv)
+    if args.bench_step:
+        return bench_step(args)
     if args.study:
         return study(args, argv)
     if args.smoke:

@@ -13,6 +13,7 @@
 
 #include <compact/compact.hpp>
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -40,6 +41,37 @@ class SavedBytesCounter {
  private:
   std::unordered_set<const void*> seen_;
   std::uint64_t bytes_ = 0;
+};
+
+/// Wall time (seconds) of CompAct's parts of training steps, accumulated while phase_times() points to one (step-time
+/// breakdowns, compact_demo --bench-step); nothing is timed while it is null, the default.
+struct PhaseTimes {
+  double sketch = 0;  // forward: z = x P
+  double ghat = 0;    // backward: Ĝ += dyᵀ z
+  double update = 0;  // optimizer: the compressed step (moments, W += α N Pᵀ)
+};
+inline PhaseTimes*& phase_times() {
+  static PhaseTimes* times = nullptr;
+  return times;
+}
+
+/// Adds the lifetime of the scope to (phase_times()->*field) when phase_times() is set.
+class PhaseScope {
+ public:
+  explicit PhaseScope(double PhaseTimes::*field) : field_(field) {
+    if (phase_times() != nullptr) start_ = std::chrono::steady_clock::now();
+  }
+  ~PhaseScope() {
+    if (phase_times() != nullptr) {
+      phase_times()->*field_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    }
+  }
+  PhaseScope(const PhaseScope&) = delete;
+  PhaseScope& operator=(const PhaseScope&) = delete;
+
+ private:
+  double PhaseTimes::*field_;
+  std::chrono::steady_clock::time_point start_{};
 };
 
 /// Which compressed optimizer updates the weight.
@@ -146,6 +178,7 @@ class CompressedLinearImpl : public torch::nn::Module {
   /// Applies the compressed optimizer to the weight (consumes the accumulated Ĝ).
   void step() {
     torch::NoGradGuard no_grad;
+    const PhaseScope timed(&PhaseTimes::update);
     optimizer_->step(weight_.data_ptr<float>());
   }
 
@@ -178,7 +211,10 @@ struct CompressedLinearFunction : public torch::autograd::Function<CompressedLin
     COMPACT_REQUIRE(x.size(-1) == n, "CompressedLinear: input has " << x.size(-1) << " features, expected " << n);
     const torch::Tensor x2 = x.reshape({-1, n}).to(torch::kFloat).contiguous();
     torch::Tensor z = torch::empty({x2.size(0), layer->optimizer().rank()}, x2.options());
-    layer->optimizer().sketch(x2.data_ptr<float>(), x2.size(0), z.data_ptr<float>());
+    {
+      const PhaseScope timed(&PhaseTimes::sketch);
+      layer->optimizer().sketch(x2.data_ptr<float>(), x2.size(0), z.data_ptr<float>());
+    }
     if (layer->counter() != nullptr) layer->counter()->add(z);
     ctx->save_for_backward({z});
     ctx->saved_data["layer"] = reinterpret_cast<std::int64_t>(layer);
@@ -194,7 +230,10 @@ struct CompressedLinearFunction : public torch::autograd::Function<CompressedLin
     auto* layer = reinterpret_cast<CompressedLinearImpl*>(ctx->saved_data["layer"].toInt());
     const torch::Tensor z = ctx->get_saved_variables()[0];
     const torch::Tensor dy = grad_outputs[0].reshape({-1, layer->out_features()}).contiguous();
-    layer->optimizer().accumulate(dy.data_ptr<float>(), dy.size(0), z.data_ptr<float>());
+    {
+      const PhaseScope timed(&PhaseTimes::ghat);
+      layer->optimizer().accumulate(dy.data_ptr<float>(), dy.size(0), z.data_ptr<float>());
+    }
     // Output edge 0 is x (the optional bias, when absent, has no edge).
     const torch::Tensor dx = ctx->needs_input_grad(0)
                                  ? dy.mm(layer->weight()).view(ctx->saved_data["x_sizes"].toIntVector())

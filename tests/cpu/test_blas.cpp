@@ -120,6 +120,59 @@ TEST_CASE_TEMPLATE("serial_gemm computes alpha A op(B) + beta C in row-major lay
   }
 }
 
+TEST_CASE_TEMPLATE("serial_gemm_tn computes alpha A^T B + beta C with A stored k x m, on every engine", Scalar, float,
+                   double) {
+  const index_t m = 37, n = 29, k = 53;
+  const auto at = uniform<Scalar>(k, m + 3, 4);  // a row stride wider than m
+  const auto b = uniform<Scalar>(k, n, 5);
+  const auto c0 = uniform<Scalar>(m, n, 6);
+  for (const GemmEngine engine : engines()) {
+    CAPTURE(compact::gemm_engine_name(engine));
+    const compact::detail::SerialBlasScope serial(engine);
+    for (const Scalar beta : {Scalar(0), Scalar(1), Scalar(-0.5)}) {
+      const Scalar alpha = Scalar(0.75);
+      const compact::RowMatrix<double> expect =
+          double(alpha) * (at.leftCols(m).template cast<double>().transpose() * b.template cast<double>()) +
+          double(beta) * c0.template cast<double>();
+      const double tol = double(k + 1) * double(k) * double(std::numeric_limits<Scalar>::epsilon());  // as above
+      compact::RowMatrix<Scalar> c = c0;
+      if (beta == Scalar(0)) c.setConstant(std::numeric_limits<Scalar>::quiet_NaN());  // beta = 0 never reads C
+      compact::detail::serial_gemm_tn<Scalar>(engine, m, n, k, alpha, at.data(), m + 3, b.data(), n, beta, c.data(), n);
+      CHECK((c.template cast<double>() - expect).cwiseAbs().maxCoeff() <= tol);
+    }
+  }
+}
+
+TEST_CASE("compressed_grad gives dy^T z on every engine, with bits independent of the thread count") {
+  const index_t batch = 300, m = 200, r = 48;  // two row blocks of g, the second ragged
+  const auto dy = uniform<float>(batch, m, 7);
+  const auto z = uniform<float>(batch, r, 8);
+  const compact::RowMatrix<double> expect = dy.cast<double>().transpose() * z.cast<double>();
+  const double tol = double(batch) * double(batch + 1) * double(std::numeric_limits<float>::epsilon());
+  for (const GemmEngine engine : engines()) {
+    CAPTURE(compact::gemm_engine_name(engine));
+    compact::RowMatrix<float> g1(m, r), g2(m, r);
+    (void)g2;
+    const auto run = [&](compact::RowMatrix<float>* g) {
+      compact::compressed_grad<float>(compact::Cpu{}, compact::detail::as_view<float>(dy),
+                                      compact::detail::as_view<float>(z), compact::detail::as_mutable_view<float>(*g),
+                                      0.0f, engine);
+    };
+#if defined(_OPENMP)
+    const int saved = omp_get_max_threads();
+    omp_set_num_threads(1);
+    run(&g1);
+    omp_set_num_threads(2);
+    run(&g2);
+    omp_set_num_threads(saved);
+    CHECK(same_bits(g1, g2));
+#else
+    run(&g1);
+#endif
+    CHECK((g1.cast<double>() - expect).cwiseAbs().maxCoeff() <= tol);
+  }
+}
+
 #if defined(_OPENMP)
 TEST_CASE("serial_gemm gives the same bits on its own as inside a team of threads, on every engine") {
   // Large enough that Eigen (or a threaded BLAS) would parallelize it, with a different k blocking, if serial_gemm

@@ -187,3 +187,51 @@ TEST_CASE_TEMPLATE("compressed_grad over several row blocks, a ragged last one a
 #endif
   }
 }
+
+namespace {
+
+/// A block of P from materialize(p, row0, col0) against the same block of the whole P: bit for bit.
+template <class Dist, class Scalar>
+void check_blocks(index_t n, index_t r) {
+  const compact::Projector<compact::Cpu, Dist, Scalar> proj(n, r, kState);
+  const RowMatrix<Scalar> whole = proj.materialize();
+  // Unaligned offsets and ragged sizes (the generators' blocks are 4 and 128 columns wide), the whole P, one entry.
+  const index_t blocks[][4] = {
+      {0, 0, n, r}, {3, 5, n - 7, r - 9}, {n - 1, r - 1, 1, 1}, {1, 127, n / 2, r - 127}, {0, r, n, 0}};
+  for (const auto& b : blocks) {
+    const index_t row0 = b[0], col0 = b[1], rows = b[2], cols = b[3];
+    // A wider row stride than the block: materialize writes only the block's columns.
+    RowMatrix<Scalar> out = RowMatrix<Scalar>::Constant(std::max<index_t>(rows, 1), cols + 3, Scalar(-7));
+    proj.materialize(compact::MatrixView<Scalar>(out.data(), rows, cols, cols + 3), row0, col0);
+    for (index_t i = 0; i < rows; ++i) {
+      REQUIRE(std::memcmp(&out(i, 0), &whole(row0 + i, col0), sizeof(Scalar) * std::size_t(cols)) == 0);
+      for (index_t j = cols; j < cols + 3; ++j) REQUIRE(out(i, j) == Scalar(-7));
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE_TEMPLATE("materialize(p, row0, col0) gives the block of P bit for bit, at any offset", Dist,
+                   compact::Gaussian, compact::Rademacher, compact::Srht) {
+  check_blocks<Dist, float>(300, 200);
+  check_blocks<Dist, double>(300, 200);
+}
+
+TEST_CASE_TEMPLATE("materialize(p, row0, col0) refuses a block outside P before writing", Dist, compact::Gaussian,
+                   compact::Rademacher, compact::Srht) {
+  const compact::Projector<compact::Cpu, Dist, float> proj(64, 16, kState);
+  std::vector<float> out(64 * 16, -7.0f);
+  const auto block = [&](index_t rows, index_t cols) { return compact::MatrixView<float>(out.data(), rows, cols, 16); };
+  CHECK_THROWS_WITH_AS(proj.materialize(block(2, 2), 63, 0),
+                       "compact: Projector::materialize: rows [63, 63 + 2) of the block are not inside the n = 64 rows "
+                       "of P",
+                       compact::error);
+  CHECK_THROWS_WITH_AS(proj.materialize(block(2, 2), 0, 15),
+                       "compact: Projector::materialize: columns [15, 15 + 2) of the block are not inside the r = 16 "
+                       "columns of P",
+                       compact::error);
+  CHECK_THROWS_AS(proj.materialize(block(1, 1), -1, 0), compact::error);
+  CHECK_THROWS_AS(proj.materialize(block(1, 1), 0, -1), compact::error);
+  for (float v : out) REQUIRE(v == -7.0f);
+}

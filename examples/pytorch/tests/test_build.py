@@ -109,3 +109,14 @@ def test_a_cuda_tensor_in_a_cpu_only_build_names_the_missing_backend_and_how_to_
         assert f"compact: {fn}: argument" in message and "is a CUDA tensor" in message
         assert "this build of compact_torch has no CUDA backend" in message
         assert "COMPACT_TORCH_CUDA=1 pip install --no-build-isolation --force-reinstall ./examples/pytorch" in message
+
+
+def test_cpu_isa_names_the_kernels_instruction_set_and_obeys_the_cap():
+    assert ct.cpu_isa() in ("avx512", "avx2", "scalar")
+    # COMPACT_CPU_ISA caps the run-time choice (read once per process): a fresh process with the cap says so.
+    code = "import compact_torch as ct; print(ct.cpu_isa())"
+    for cap in ("scalar", "avx2"):
+        out = subprocess.run([sys.executable, "-c", code], env={**os.environ, "COMPACT_CPU_ISA": cap},
+                             capture_output=True, text=True, check=True).stdout.strip()
+        want = cap if cap == "scalar" or ct.cpu_isa() != "scalar" else "scalar"
+        assert out == want

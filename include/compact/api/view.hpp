@@ -112,6 +112,19 @@ inline void check_no_alias(const char* fn, const char* in_name, const MatrixView
                   fn << ": output " << out_name << " overlaps input " << in_name << " in memory");
 }
 
+/// The argument checks of a block materialize(p, row0, col0) of an n x r P: p is a valid view and the block
+/// [row0, row0 + p.rows) x [col0, col0 + p.cols) lies inside P.
+template <class Scalar>
+inline void check_block(const char* fn, const MatrixView<Scalar>& p, index_t row0, index_t col0, index_t n, index_t r) {
+  check_view(fn, "p", p, -1, "", -1, "");
+  COMPACT_REQUIRE(row0 >= 0 && row0 <= n && p.rows <= n - row0, fn << ": rows [" << row0 << ", " << row0 << " + "
+                                                                   << p.rows << ") of the block are not inside the "
+                                                                   << "n = " << n << " rows of P");
+  COMPACT_REQUIRE(col0 >= 0 && col0 <= r && p.cols <= r - col0, fn << ": columns [" << col0 << ", " << col0 << " + "
+                                                                   << p.cols << ") of the block are not inside "
+                                                                   << "the r = " << r << " columns of P");
+}
+
 /// The argument checks of Projector::sketch on every backend: x is B x n, z is B x r, z does not overlap x.
 template <class Scalar>
 inline void check_sketch_args(const MatrixView<const Scalar>& x, const MatrixView<Scalar>& z, index_t n, index_t r) {

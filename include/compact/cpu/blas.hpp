@@ -34,15 +34,31 @@ void cblas_gemm_row_major(index_t m, index_t n, index_t k, Scalar alpha, const S
   }
 }
 
+/// CBLAS's row-major C = alpha A^T B + beta C behind BlasTable::sgemm_tn / dgemm_tn (A stored k x m).
+template <class Scalar>
+void cblas_gemm_tn_row_major(index_t m, index_t n, index_t k, Scalar alpha, const Scalar* a, index_t lda,
+                             const Scalar* b, index_t ldb, Scalar beta, Scalar* c, index_t ldc) {
+  if constexpr (std::is_same_v<Scalar, float>) {
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k),
+                alpha, a, static_cast<int>(lda), b, static_cast<int>(ldb), beta, c, static_cast<int>(ldc));
+  } else {
+    cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k),
+                alpha, a, static_cast<int>(lda), b, static_cast<int>(ldb), beta, c, static_cast<int>(ldc));
+  }
+}
+
 #if defined(OPENBLAS_VERSION)
 inline int cblas_get_threads() { return openblas_get_num_threads(); }
 inline void cblas_set_threads(int threads) { openblas_set_num_threads(threads); }
 /// This CBLAS with OpenBLAS's thread-count functions (SerialBlasScope runs it on one thread).
-inline constexpr BlasTable kCblasTable{&cblas_gemm_row_major<float>, &cblas_gemm_row_major<double>, &cblas_get_threads,
-                                       &cblas_set_threads};
+inline constexpr BlasTable kCblasTable{
+    &cblas_gemm_row_major<float>, &cblas_gemm_row_major<double>,   &cblas_get_threads,
+    &cblas_set_threads,           &cblas_gemm_tn_row_major<float>, &cblas_gemm_tn_row_major<double>};
 #else
 /// This CBLAS (no thread-count functions: link its sequential variant).
-inline constexpr BlasTable kCblasTable{&cblas_gemm_row_major<float>, &cblas_gemm_row_major<double>, nullptr, nullptr};
+inline constexpr BlasTable kCblasTable{
+    &cblas_gemm_row_major<float>,    &cblas_gemm_row_major<double>,   nullptr, nullptr,
+    &cblas_gemm_tn_row_major<float>, &cblas_gemm_tn_row_major<double>};
 #endif
 
 /// The registration at static initialization (one per program: an inline variable).

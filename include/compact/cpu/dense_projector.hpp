@@ -136,6 +136,12 @@ class DenseCpuProjector : public ProjectorCore {
     check_view("Projector::materialize", "p", p, n_, "n", r_, "r");
     generate_parallel(0, n_, 0, r_, p.data, p.row_stride);
   }
+  /// p = P[row0 : row0 + p.rows, col0 : col0 + p.cols], a block of P (the same entries as materialize's, rows split
+  /// over the threads): what a caller that runs its own GEMM generates panel by panel. Requires the block inside P.
+  void materialize(MatrixView<Scalar> p, index_t row0, index_t col0) const {
+    check_block("Projector::materialize", p, row0, col0, n_, r_);
+    generate_parallel(row0, row0 + p.rows, col0, col0 + p.cols, p.data, p.row_stride);
+  }
 
  private:
   /// Bytes of one panel of P, the larger of sketch's (n x width) and unsketch_grad's (height x r), for a budget of

@@ -50,6 +50,12 @@ struct BlasTable {
                 index_t ldb, bool trans_b, double beta, double* c, index_t ldc);
   int (*get_threads)();
   void (*set_threads)(int);
+  /// C (m x n) = alpha A^T B + beta C with A stored k x m (lda >= m) and B k x n (ldb >= n), row-major
+  /// (compressed_grad's dy^T z); beta = 0 never reads C.
+  void (*sgemm_tn)(index_t m, index_t n, index_t k, float alpha, const float* a, index_t lda, const float* b,
+                   index_t ldb, float beta, float* c, index_t ldc);
+  void (*dgemm_tn)(index_t m, index_t n, index_t k, double alpha, const double* a, index_t lda, const double* b,
+                   index_t ldb, double beta, double* c, index_t ldc);
 };
 
 /// The registered BLAS, or null (constant-initialized, so it is null before any dynamic initialization runs).
@@ -114,6 +120,26 @@ void blas_gemm(index_t m, index_t n, index_t k, Scalar alpha, const Scalar* a, i
   }
 }
 
+/// C (m x n) = alpha A^T B + beta C (A stored k x m, see BlasTable::sgemm_tn) on the registered BLAS; checks as
+/// blas_gemm.
+template <class Scalar>
+void blas_gemm_tn(index_t m, index_t n, index_t k, Scalar alpha, const Scalar* a, index_t lda, const Scalar* b,
+                  index_t ldb, Scalar beta, Scalar* c, index_t ldc) {
+  static_assert(std::is_same_v<Scalar, float> || std::is_same_v<Scalar, double>,
+                "compact::detail::blas_gemm_tn: Scalar must be float or double");
+  const BlasTable* table = blas_table();
+  COMPACT_REQUIRE(table != nullptr, "blas_gemm_tn: no BLAS is registered (include compact/cpu/blas.hpp)");
+  constexpr index_t kMax = kBlasMaxExtent;
+  COMPACT_REQUIRE(m <= kMax && n <= kMax && k <= kMax && lda <= kMax && ldb <= kMax && ldc <= kMax,
+                  "blas_gemm_tn: m = " << m << ", n = " << n << ", k = " << k << " or a leading dimension (" << lda
+                                       << ", " << ldb << ", " << ldc << ") exceeds the 32-bit BLAS integer");
+  if constexpr (std::is_same_v<Scalar, float>) {
+    table->sgemm_tn(m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  } else {
+    table->dgemm_tn(m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  }
+}
+
 /// While alive with engine kBlas, OpenBLAS runs every call on the calling thread; the previous thread count is
 /// restored when the last live scope ends (scopes may overlap across threads: a process-wide count decides who saves
 /// and restores). A no-op for kEigen and for a CBLAS without thread-count functions.
@@ -174,6 +200,34 @@ void eigen_serial_gemm(index_t m, index_t n, index_t k, Scalar alpha, const Scal
     product(ConstRowMap<Scalar>(b, n, k, Eigen::OuterStride<>(ldb)).transpose());
   } else {
     product(ConstRowMap<Scalar>(b, k, n, Eigen::OuterStride<>(ldb)));
+  }
+}
+
+/// Eigen's GEMM C = alpha A^T B + beta C on the calling thread only (arguments as blas_gemm_tn).
+template <class Scalar>
+void eigen_serial_gemm_tn(index_t m, index_t n, index_t k, Scalar alpha, const Scalar* a, index_t lda, const Scalar* b,
+                          index_t ldb, Scalar beta, Scalar* c, index_t ldc) {
+  const ConstRowMap<Scalar> A(a, k, m, Eigen::OuterStride<>(lda));
+  const ConstRowMap<Scalar> B(b, k, n, Eigen::OuterStride<>(ldb));
+  RowMap<Scalar> C(c, m, n, Eigen::OuterStride<>(ldc));
+  const OneOpenMpThread one_thread;  // as in eigen_serial_gemm
+  if (beta == Scalar(0)) {
+    C.noalias() = alpha * (A.transpose() * B);
+  } else {
+    if (beta != Scalar(1)) C *= beta;
+    C.noalias() += alpha * (A.transpose() * B);
+  }
+}
+
+/// C (m x n) = alpha A^T B + beta C on the calling thread only (A stored k x m, as blas_gemm_tn), on `engine`; a pure
+/// function of its arguments, as serial_gemm.
+template <class Scalar>
+void serial_gemm_tn(GemmEngine engine, index_t m, index_t n, index_t k, Scalar alpha, const Scalar* a, index_t lda,
+                    const Scalar* b, index_t ldb, Scalar beta, Scalar* c, index_t ldc) {
+  if (engine == GemmEngine::kBlas) {
+    blas_gemm_tn<Scalar>(m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  } else {
+    eigen_serial_gemm_tn<Scalar>(m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   }
 }
 

@@ -126,18 +126,13 @@ class SrhtCpuProjector : public ProjectorCore {
   /// p = P (n x r), entry by entry from the formula (fp32, converted exactly to Scalar).
   void materialize(MatrixView<Scalar> p) const {
     detail::check_view("Projector::materialize", "p", p, n_, "n", r_, "r");
-    constexpr index_t kPanel = 128;
-    const index_t tasks = (n_ + kPanel - 1) / kPanel;
-    detail::parallel_tasks(tasks, 20.0 * double(n_) * double(r_), [&](index_t t, int) {
-      const index_t i1 = (t + 1) * kPanel < n_ ? (t + 1) * kPanel : n_;
-      for (index_t i = t * kPanel; i < i1; ++i) {
-        Scalar* row = p.data + i * p.row_stride;
-        const std::uint32_t d = signs_[static_cast<std::size_t>(i)] < Scalar(0) ? 1u : 0u;
-        for (index_t j = 0; j < r_; ++j) {
-          row[j] = static_cast<Scalar>(srht_entry_from_sign(d, i, sample_[static_cast<std::size_t>(j)], params_.scale));
-        }
-      }
-    });
+    materialize_block(p, 0, 0);
+  }
+  /// p = P[row0 : row0 + p.rows, col0 : col0 + p.cols], a block of P (the same entries as materialize's). Requires
+  /// the block inside P.
+  void materialize(MatrixView<Scalar> p, index_t row0, index_t col0) const {
+    detail::check_block("Projector::materialize", p, row0, col0, n_, r_);
+    materialize_block(p, row0, col0);
   }
 
  private:
@@ -181,6 +176,23 @@ class SrhtCpuProjector : public ProjectorCore {
                           const Workspace& scratch) const {
     for_each_row(g.rows, scratch, [&](index_t m, Scalar* buf, CpuIsa isa) {
       unsketch_row(g.data + m * g.row_stride, out.data + m * out.row_stride, alpha, beta, buf, isa);
+    });
+  }
+
+  void materialize_block(const MatrixView<Scalar>& p, index_t row0, index_t col0) const {
+    constexpr index_t kPanel = 128;
+    const index_t tasks = (p.rows + kPanel - 1) / kPanel;
+    detail::parallel_tasks(tasks, 20.0 * double(p.rows) * double(p.cols), [&](index_t t, int) {
+      const index_t i1 = (t + 1) * kPanel < p.rows ? (t + 1) * kPanel : p.rows;
+      for (index_t i = t * kPanel; i < i1; ++i) {
+        Scalar* row = p.data + i * p.row_stride;
+        const index_t pi = row0 + i;
+        const std::uint32_t d = signs_[static_cast<std::size_t>(pi)] < Scalar(0) ? 1u : 0u;
+        for (index_t j = 0; j < p.cols; ++j) {
+          row[j] = static_cast<Scalar>(
+              srht_entry_from_sign(d, pi, sample_[static_cast<std::size_t>(col0 + j)], params_.scale));
+        }
+      }
     });
   }
 

@@ -95,6 +95,12 @@ def build_info():
     }
 
 
+def cpu_isa():
+    """The instruction set compact's CPU kernels run on in this process: "avx512", "avx2" or "scalar" (the
+    environment variable COMPACT_CPU_ISA caps it)."""
+    return str(_C.cpu_isa())
+
+
 def sketch(x, rank, seed, stream, window, dist="gaussian"):
     """z = x P for P (n x rank) of the state (seed, stream, window). x: (..., n); z: (..., rank)."""
     if x.dim() < 1:
