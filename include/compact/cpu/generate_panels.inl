@@ -7,8 +7,8 @@
 ///
 /// The instance's lane file provides, besides what spec/fp32_lanes.inl uses: kLanes; U64 (64-bit lanes, broadcast from
 /// one std::uint64_t), mul_lo32, hi32, xor3, join_lo32; Counters {block_a, block_b, row_a, row_b}, CounterWord,
-/// load_counters, run_counters; to_slot_order; signed_lanes; store(float* / double*, F32),
-/// store_aligned(std::uint32_t*, U32).
+/// load_counters, run_counters; to_slot_order; RademacherValues, rademacher_values, signed_lanes; store(float* /
+/// double*, F32), store_aligned(std::uint32_t*, U32).
 ///
 /// The kernels perform the reference's IEEE operations (spec/entries.hpp, spec/fp32_lanes.inl) lane by lane, in the
 /// same order and with the same fma's, so their results are the bits of `detail::fill_dense_panel_scalar`
@@ -158,15 +158,18 @@ inline void flush_rademacher(PendingBlocks* q, const EntryParams& p, const Philo
   philox(q->counters(), p.window, rk, x);
   alignas(64) std::uint32_t words[4][kLanes];
   for (int w = 0; w < 4; ++w) store_aligned(words[w], x[w]);
-  const F32 scale = p.scale;
+  const RademacherValues values = rademacher_values(p.scale);
   for (int s = 0; s < q->count; ++s) {
     Scalar* dst = out + (static_cast<index_t>(q->row[s]) - i0) * ld;
     for (int w = 0; w < 4; ++w) {
       const index_t col = static_cast<index_t>(q->block[s]) * kRademacherBlockCols + kRademacherWordCols * w - j0;
       const std::uint32_t word = words[w][s];
-      if (col >= 0 && col + kRademacherWordCols <= width) {
+      // Whole words inside the panel are the rule, clipped ones happen at most twice per row: the hint keeps the
+      // whole-word stores on the fall-through path (without it GCC 12 moves them out of line at 16 lanes, a jump
+      // there and one back per word, which cost the 1024 x 4096 AVX-512 panel ~7%; docs/benchmarks.md).
+      if (__builtin_expect(col >= 0 && col + kRademacherWordCols <= width, 1)) {
         for (int part = 0; part < kRademacherWordCols / kLanes; ++part)
-          store(dst + col + kLanes * part, signed_lanes(word, part, scale));
+          store(dst + col + kLanes * part, signed_lanes(word, part, values));
       } else if (col + kRademacherWordCols > 0 && col < width) {
         for (index_t k = 0; k < kRademacherWordCols; ++k) {
           if (col + k >= 0 && col + k < width)

@@ -121,9 +121,16 @@ inline void to_slot_order(F32 v0, F32 v1, F32 v2, F32 v3, F32 out[4]) {
   out[3] = _mm256_permute2f128_ps(u2, u3, 0x31);  // slots 6, 7
 }
 
+/// The value of a Rademacher entry, broadcast: signed_lanes sets the sign bit itself, so -value is not needed.
+struct RademacherValues {
+  F32 positive;
+};
+/// +value, prepared once per batch (the AVX-512 instance prepares -value too: cpu/lanes_avx512.inl says why).
+inline RademacherValues rademacher_values(float value) { return RademacherValues{F32(value)}; }
 /// Lanes 8 part .. 8 part + 7 of a Rademacher word: lane l is -value where bit 8 part + l of `word` is set, +value
 /// where it is clear (rademacher_value, spec/entries.hpp: the bit moved into value's sign).
-inline F32 signed_lanes(std::uint32_t word, int part, F32 value) {
+inline F32 signed_lanes(std::uint32_t word, int part, const RademacherValues& v) {
+  const F32 value = v.positive;
   const int top = 31 - 8 * part;
   const __m256i shift = _mm256_setr_epi32(top, top - 1, top - 2, top - 3, top - 4, top - 5, top - 6, top - 7);
   const __m256i sign = _mm256_set1_epi32(static_cast<int>(fp32::kSignBit));

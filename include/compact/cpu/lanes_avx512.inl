@@ -123,11 +123,18 @@ inline void to_slot_order(F32 v0, F32 v1, F32 v2, F32 v3, F32 out[4]) {
   out[3] = _mm512_permutex2var_ps(v01_hi, quad_hi, v23_hi);
 }
 
+/// The two values of a Rademacher entry, +value and -value, each broadcast (rademacher_values, below).
+struct RademacherValues {
+  F32 positive, negative;
+};
+/// +value and -value, prepared once per batch. -value is the scalar negation broadcast, not +value's lanes with the
+/// sign bit flipped (the same bits): GCC 12 turns a blend of v and v ^ sign into a merge-masked xor, a register copy
+/// plus vxorps{k} per 16 entries where one vblendmps does (docs/benchmarks.md, "AVX-512 Rademacher").
+inline RademacherValues rademacher_values(float value) { return RademacherValues{F32(value), F32(-value)}; }
 /// Lanes 16 part .. 16 part + 15 of a Rademacher word: lane l is -value where bit 16 part + l of `word` is set,
 /// +value where it is clear (rademacher_value, spec/entries.hpp: the word is the blend mask).
-inline F32 signed_lanes(std::uint32_t word, int part, F32 value) {
-  const F32 negated = from_bits(bits_of(value) ^ U32(fp32::kSignBit));
-  return _mm512_mask_blend_ps(static_cast<std::uint16_t>(word >> (16 * part)), value.raw, negated.raw);
+inline F32 signed_lanes(std::uint32_t word, int part, const RademacherValues& v) {
+  return _mm512_mask_blend_ps(static_cast<std::uint16_t>(word >> (16 * part)), v.positive.raw, v.negative.raw);
 }
 
 /// Stores 16 words to a 64-byte aligned address.
