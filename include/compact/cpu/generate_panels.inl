@@ -166,7 +166,7 @@ inline void flush_rademacher(PendingBlocks* q, const EntryParams& p, const Philo
       const std::uint32_t word = words[w][s];
       // Whole words inside the panel are the rule, clipped ones happen at most twice per row: the hint keeps the
       // whole-word stores on the fall-through path (without it GCC 12 moves them out of line at 16 lanes, a jump
-      // there and one back per word, which cost the 1024 x 4096 AVX-512 panel ~7%; docs/benchmarks.md).
+      // there and one back per word, part of a 5-10% loss on the 1024 x 4096 AVX-512 panel; docs/benchmarks.md).
       if (__builtin_expect(col >= 0 && col + kRademacherWordCols <= width, 1)) {
         for (int part = 0; part < kRademacherWordCols / kLanes; ++part)
           store(dst + col + kLanes * part, signed_lanes(word, part, values));
