@@ -7,8 +7,8 @@
 ///   BM_Steady_Cpu_<Dist>         the target projector's allocating sketch in a loop (bench_sketch's BM_Sketch_Cpu)
 ///   BM_Pattern_Cpu_<Dist>        one "step" per iteration: the sketch of every projector of a LLaMA-60M-shaped model
 ///                                (two layers: inputs of n = 512 for q/k/v, o, gate/up and n = 1376 for down,
-///                                r = n/4, B = 1024 tokens, each layer with its own sketch state) and of the target, each
-///                                once; the time is the target's call alone (manual time)
+///                                r = n/4, B = 1024 tokens, each layer with its own sketch state) and of the target,
+///                                each once; the time is the target's call alone (manual time)
 ///   BM_PatternFreshScratch_Cpu_<Dist>  the same pattern with a scratch allocated and freed around every call (what
 ///                                the allocating overloads did before they kept the thread's scratch)
 /// Counter faults/call: minor page faults of the process during the timed call (getrusage), averaged.
@@ -45,7 +45,8 @@ long minor_faults() {
 template <class Dist>
 struct Layer {
   Layer(Shape s, std::uint64_t stream)
-      : proj(s.n, s.r, compact::SketchState{2024, stream, 0}), x(random_matrix(s.b, s.n, unsigned(stream))),
+      : proj(s.n, s.r, compact::SketchState{2024, stream, 0}),
+        x(random_matrix(s.b, s.n, unsigned(stream))),
         z(s.b, s.r) {}
   compact::Projector<compact::Cpu, Dist, float> proj;
   Matrix x, z;

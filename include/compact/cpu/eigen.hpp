@@ -74,10 +74,10 @@ class ScratchBuffer {
 
 /// The calling thread's scratch for the allocating CPU calls (the projectors' sketch/unsketch_grad without a
 /// Workspace, the optimizers' steps): one 64-byte-aligned block that grows to the largest request the thread has made
-/// and is kept until the thread ends or it calls compact::release_thread_scratch(). A training step calls every projector
-/// once, with many shapes; a buffer allocated and freed per call makes the allocator hand back fresh pages (mmap, or
-/// heap growth after a trim), and faulting them in cost about 30% of a B = 256, n = 4096, r = 1024 Gaussian sketch.
-/// Kept, the pages are faulted in once per thread. Thread-local, so concurrent calls from several threads never
+/// and is kept until the thread ends or it calls compact::release_thread_scratch(). A training step calls every
+/// projector once, with many shapes; a buffer allocated and freed per call makes the allocator hand back fresh pages
+/// (mmap, or heap growth after a trim), and faulting them in cost about 30% of a B = 256, n = 4096, r = 1024 Gaussian
+/// sketch. Kept, the pages are faulted in once per thread. Thread-local, so concurrent calls from several threads never
 /// share it; the pool's workers never touch it (only the calling thread leases it).
 struct ThreadScratchSlot {
   void* data = nullptr;

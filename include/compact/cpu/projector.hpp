@@ -17,9 +17,9 @@ namespace detail {
 
 /// A CPU projector: the distribution's implementation plus what every CPU projector adds to it, written once here:
 /// the allocating sketch/unsketch_grad (each leases its call's workspace from the calling thread's kept scratch,
-/// detail::ScratchLease, then runs the implementation's Workspace overload) and the Eigen conveniences. Projector<Cpu, Dist, Scalar> derives from CpuProjector<its implementation>,
-/// so a new distribution writes only its implementation (cpu/<dist>_projector.hpp). ("Engine" is the GEMM's word,
-/// cpu/gemm_engine.hpp.)
+/// detail::ScratchLease, then runs the implementation's Workspace overload) and the Eigen conveniences. Projector<Cpu,
+/// Dist, Scalar> derives from CpuProjector<its implementation>, so a new distribution writes only its implementation
+/// (cpu/<dist>_projector.hpp). ("Engine" is the GEMM's word, cpu/gemm_engine.hpp.)
 ///
 /// The implementation derives from ProjectorCore (n, r, state, the shape check, in_dim/rank/state) and provides, with
 /// Scalar = its `scalar_type` and C = compute_t<Scalar> for alpha and beta:
