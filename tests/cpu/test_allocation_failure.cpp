@@ -12,6 +12,7 @@
 
 #include "support.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <new>
@@ -161,23 +162,22 @@ TEST_CASE_TEMPLATE_DEFINE("a repeated allocating call of the same or fewer rows 
   const RowMatrix<float> x = random_matrix<float>(b, n, 1), g = random_matrix<float>(b, r, 2);
   const RowMatrix<float> x_other = random_matrix<float>(b, 1000, 3);
   compact::release_thread_scratch();
-  // References from zeroed workspaces of exactly the size each call asks for.
   std::vector<unsigned char> zeroed(proj.scratch_bytes(b) + 64, 0);
   const compact::Workspace ws{zeroed.data() + (64 - reinterpret_cast<std::uintptr_t>(zeroed.data()) % 64) % 64,
                               proj.scratch_bytes(b)};
-  RowMatrix<float> z_ref(b, r), out_ref(b, n);
-  proj.sketch(compact::detail::as_view<float>(x), compact::detail::as_mutable_view<float>(z_ref), ws);
-  proj.unsketch_grad(compact::detail::as_view<float>(g), compact::detail::as_mutable_view<float>(out_ref), 1.0f, 0.0f,
-                     ws);
-
-  RowMatrix<float> z(b, r), out(b, n), z_other(b, 200);
+  RowMatrix<float> z(b, r), out(b, n), z_ref(b, r), out_ref(b, n), z_other(b, 200);
   other.sketch(compact::detail::as_view<float>(x_other), compact::detail::as_mutable_view<float>(z_other));  // dirty
-  for (const index_t rows : {b, b, b / 2, 1}) {
+  for (const index_t rows : {b, b, b / 2, index_t{1}}) {
     CAPTURE(rows);
+    const MatrixView<const float> xv(x.data(), rows, n, n), gv(g.data(), rows, r, r);
+    // The reference: the same call on a zeroed workspace of its own.
+    std::fill(zeroed.begin(), zeroed.end(), static_cast<unsigned char>(0));
+    proj.sketch(xv, MatrixView<float>(z_ref.data(), rows, r, r), ws);
+    std::fill(zeroed.begin(), zeroed.end(), static_cast<unsigned char>(0));
+    proj.unsketch_grad(gv, MatrixView<float>(out_ref.data(), rows, n, n), 1.0f, 0.0f, ws);
     const long before = g_allocations.load();
-    proj.sketch(MatrixView<const float>(x.data(), rows, n, n), MatrixView<float>(z.data(), rows, r, r));
-    proj.unsketch_grad(MatrixView<const float>(g.data(), rows, r, r), MatrixView<float>(out.data(), rows, n, n), 1.0f,
-                       0.0f);
+    proj.sketch(xv, MatrixView<float>(z.data(), rows, r, r));
+    proj.unsketch_grad(gv, MatrixView<float>(out.data(), rows, n, n), 1.0f, 0.0f);
     CHECK(g_allocations.load() - before == 0);
     CHECK(z.topRows(rows) == z_ref.topRows(rows));
     CHECK(out.topRows(rows) == out_ref.topRows(rows));
