@@ -93,6 +93,17 @@ void BM_Steady(benchmark::State& state, Shape s) {
   set_counters(state, s, faults);
 }
 
+/// Seconds of one call of `layer`.
+template <class Dist>
+double timed_call(Layer<Dist>& layer, bool fresh, long* faults) {
+  const long f0 = minor_faults();
+  const auto t0 = std::chrono::steady_clock::now();
+  layer.call(fresh);
+  const auto t1 = std::chrono::steady_clock::now();
+  *faults += minor_faults() - f0;
+  return std::chrono::duration<double>(t1 - t0).count();
+}
+
 template <class Dist>
 void BM_Pattern(benchmark::State& state, Shape s, bool fresh) {
   std::vector<std::unique_ptr<Layer<Dist>>> model;
@@ -101,18 +112,21 @@ void BM_Pattern(benchmark::State& state, Shape s, bool fresh) {
   Layer<Dist> target(s, 1);
   // The target sits in the middle of the step, as a layer of a model would.
   const std::size_t middle = model.size() / 2;
-  long faults = 0;
+  long faults = 0, steady_faults = 0;
+  double pattern_s = 0, steady_s = 0;
   for (auto _ : state) {
     for (std::size_t k = 0; k < middle; ++k) model[k]->call(fresh);
-    const long f0 = minor_faults();
-    const auto t0 = std::chrono::steady_clock::now();
-    target.call(fresh);
-    const auto t1 = std::chrono::steady_clock::now();
-    faults += minor_faults() - f0;
-    state.SetIterationTime(std::chrono::duration<double>(t1 - t0).count());
+    const double t = timed_call(target, fresh, &faults);
+    state.SetIterationTime(t);
+    pattern_s += t;
     for (std::size_t k = middle; k < model.size(); ++k) model[k]->call(fresh);
+    // The steady-state loop side by side, under the same load: the target twice more in a row, the last one timed.
+    target.call(fresh);
+    steady_s += timed_call(target, fresh, &steady_faults);
   }
   set_counters(state, s, faults);
+  state.counters["steady_ms"] = benchmark::Counter(steady_s * 1e3, benchmark::Counter::kAvgIterations);
+  state.counters["pattern/steady"] = pattern_s / steady_s;
 }
 
 template <class Dist>
