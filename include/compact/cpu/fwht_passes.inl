@@ -17,6 +17,10 @@
 template <class T>
 inline constexpr int kFwhtBlockLog = fwht_block_log2<T>();
 
+/// Stages per pass joining sub-blocks (stride >= kFwhtBlockBytes): at most 3, i.e. 8 streams at a stride that maps
+/// them to one L1 set.
+inline constexpr int kFwhtTopRadixLog = kFwhtRadixLog < 3 ? kFwhtRadixLog : 3;
+
 /// The register type of T.
 template <class T>
 using FwhtRegister = std::conditional_t<std::is_same_v<T, float>, FwhtF32, FwhtF64>;
@@ -173,7 +177,7 @@ inline void transform_recursive(typename V::T* x, int log_n) {
     transform_block<V>(x, log_n);
     return;
   }
-  const int m = log_n - kBlockLog < kFwhtRadixLog ? log_n - kBlockLog : kFwhtRadixLog;
+  const int m = log_n - kBlockLog < kFwhtTopRadixLog ? log_n - kBlockLog : kFwhtTopRadixLog;
   const int sub = log_n - m;
   for (int t = 0; t < (1 << m); ++t) transform_recursive<V>(x + (index_t{t} << sub), sub);
   radix_pass_of<V>(x, index_t{1} << log_n, index_t{1} << sub, m);
@@ -199,7 +203,7 @@ void fwht_signed(const T* x, const T* d, index_t n, T* buf, int log_n) {
     stages_from<V>(buf, log_n, first_pass_of<V>(buf, log_n, LoadSigned<V>{x, d, n}));
     return;
   }
-  const int m = log_n - kBlockLog < kFwhtRadixLog ? log_n - kBlockLog : kFwhtRadixLog;
+  const int m = log_n - kBlockLog < kFwhtTopRadixLog ? log_n - kBlockLog : kFwhtTopRadixLog;
   const int sub = log_n - m;
   for (int t = 0; t < (1 << m); ++t) {
     const index_t offset = index_t{t} << sub, rest = n > offset ? n - offset : 0;  // x[offset, n) if any
