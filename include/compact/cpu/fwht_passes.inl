@@ -17,8 +17,9 @@
 template <class T>
 inline constexpr int kFwhtBlockLog = fwht_block_log2<T>();
 
-/// Stages per pass joining sub-blocks (stride >= kFwhtBlockBytes): at most 3, i.e. 8 streams at a stride that maps
-/// them to one L1 set.
+/// Stages per pass joining sub-blocks (stride >= kFwhtBlockBytes = 16 KiB, which maps all of a group's streams to one
+/// L1 set): at most 3, i.e. 8 streams. Radix 16 there (AVX-512) overflowed a 12-way L1 and measured 10-20% slower
+/// from 2^16 up on an AVX-512 Xeon (docs/benchmarks.md, "The AVX-512 FWHT after issue 20").
 inline constexpr int kFwhtTopRadixLog = kFwhtRadixLog < 3 ? kFwhtRadixLog : 3;
 
 /// The register type of T.
@@ -169,7 +170,7 @@ inline void transform_block(typename V::T* x, int log_n) {
 }
 
 /// Transforms of at most 2^kFwhtBlockLog elements run pass by pass in L1; longer ones are split into 2^m sub-blocks
-/// (m <= kFwhtRadixLog) transformed recursively while in cache, then joined by one radix-2^m pass (the top stages).
+/// (m <= kFwhtTopRadixLog) transformed recursively while in cache, then joined by one radix-2^m pass (the top stages).
 template <class V>
 inline void transform_recursive(typename V::T* x, int log_n) {
   constexpr int kBlockLog = kFwhtBlockLog<typename V::T>;
