@@ -6,6 +6,8 @@
 ///                                                          on each instruction set this CPU supports (auto = the
 ///                                                          active one; avx2 is the previous implementation, the
 ///                                                          baseline of the avx512 path)
+///   BM_Fwht_Ffht_<T>/variant:fht/log2n:L                FFHT's fht_float / fht_double (FALCONN-LIB/FFHT), only
+///                                                          when configured with -DCOMPACT_FFHT_DIR=<checkout>
 ///   BM_Fwht_Textbook_<T>/variant:scalar/log2n:L         the textbook triple loop with vectorization disabled
 ///   BM_Fwht_Textbook_<T>/variant:autovec/log2n:L        the same loop as the compiler vectorizes it
 ///   BM_SrhtRow_Cpu_f32/variant:<fused|unfused>/n:N      one SRHT row, x . d zero-padded and transformed: the sign
@@ -35,6 +37,10 @@
 #include <string>
 #include <type_traits>
 #include <vector>
+
+#if defined(COMPACT_BENCH_HAS_FFHT)
+#include <fht.h>
+#endif
 
 namespace {
 
@@ -78,7 +84,7 @@ void textbook_fwht_scalar(T* x, index_t n) {
   }
 }
 
-enum class Impl { kAuto, kScalar, kAvx2, kAvx512, kTextbookScalar, kTextbookAutovec };
+enum class Impl { kAuto, kScalar, kAvx2, kAvx512, kTextbookScalar, kTextbookAutovec, kFfht };
 
 template <class T>
 void fwht_with(Impl impl, T* x, index_t n) {
@@ -101,6 +107,11 @@ void fwht_with(Impl impl, T* x, index_t n) {
     case Impl::kTextbookAutovec:
       textbook_fwht(x, n);
       break;
+    case Impl::kFfht:
+#if defined(COMPACT_BENCH_HAS_FFHT)
+      fht(x, compact::log2_pow2(n));  // FFHT's C++ overload: fht_float or fht_double, in place, unnormalized
+#endif
+      break;
   }
 }
 
@@ -117,6 +128,18 @@ void BM_Fwht(benchmark::State& state, Impl impl, int log_n) {
   for (T& v : source) v = uni(rng);
   const compact::detail::ScratchBuffer storage("BM_Fwht", "the row", static_cast<std::size_t>(n) * sizeof(T));
   T* x = static_cast<T*>(storage.data());
+  if (impl == Impl::kFfht) {
+    // A baseline must compute the same transform: on small integers every order of the additions is exact, so
+    // FFHT's output must equal compact::fwht's exactly.
+    std::vector<T> ref(static_cast<std::size_t>(n));
+    for (index_t i = 0; i < n; ++i) x[i] = ref[static_cast<std::size_t>(i)] = T(int((i * 7 + 3) % 11) - 5);
+    compact::fwht(ref.data(), n);
+    fwht_with(impl, x, n);
+    if (std::memcmp(x, ref.data(), static_cast<std::size_t>(n) * sizeof(T)) != 0) {
+      state.SkipWithError("FFHT's transform differs from compact::fwht on integer input");
+      return;
+    }
+  }
   std::memcpy(x, source.data(), static_cast<std::size_t>(n) * sizeof(T));
   index_t k = 0;
   for (auto _ : state) {
@@ -184,6 +207,9 @@ void add_fwht(const std::string& type) {
   if (compact::cpu_isa_supported(compact::CpuIsa::kAvx512)) {
     impls.push_back({"BM_Fwht_Cpu_", "/path:avx512", Impl::kAvx512});
   }
+#if defined(COMPACT_BENCH_HAS_FFHT)
+  impls.push_back({"BM_Fwht_Ffht_", "/variant:fht", Impl::kFfht});
+#endif
   impls.push_back({"BM_Fwht_Textbook_", "/variant:scalar", Impl::kTextbookScalar});
   impls.push_back({"BM_Fwht_Textbook_", "/variant:autovec", Impl::kTextbookAutovec});
   for (const Named& im : impls) {

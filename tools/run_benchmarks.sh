@@ -35,7 +35,7 @@ filter_for() {
   if [[ "$TARGETS" != 1 ]]; then echo "$FILTER"; return; fi
   case "$1" in
     bench_sketch) echo 'BM_Sketch_(Cpu_Gaussian|Cpu_Rademacher|StoredP_Gemm)/engine:[a-z]+/B:(256|4096)/n:4096/r:1024/' ;;
-    bench_fwht) echo 'BM_Sketch_Cpu_(Srht|Gaussian)/B:(256|4096)/n:4096/r:1024/|BM_Copy_Memcpy/B:4096/n:4096/|BM_Fwht_Cpu_f32/path:(auto|avx2|avx512)/|BM_SrhtRow' ;;
+    bench_fwht) echo 'BM_Sketch_Cpu_(Srht|Gaussian)/B:(256|4096)/n:4096/r:1024/|BM_Copy_Memcpy/B:4096/n:4096/|BM_Fwht_Cpu_f32/path:(auto|avx2|avx512)/|BM_Fwht_Ffht_f32/|BM_SrhtRow' ;;
     *) echo "$FILTER" ;;
   esac
 }
@@ -43,7 +43,8 @@ filter_for() {
 if [[ "${SKIP_BUILD:-0}" != 1 ]]; then
   if [[ ! -f "$BUILD_DIR/CMakeCache.txt" ]]; then  # a new build directory: benchmarks only
     cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCOMPACT_ENABLE_CUDA=OFF \
-      -DCOMPACT_BUILD_TESTS=OFF -DCOMPACT_BUILD_EXAMPLES=OFF -DCOMPACT_BUILD_BENCHMARKS=ON >/dev/null
+      -DCOMPACT_BUILD_TESTS=OFF -DCOMPACT_BUILD_EXAMPLES=OFF -DCOMPACT_BUILD_BENCHMARKS=ON \
+      -DCOMPACT_FFHT_DIR="${COMPACT_FFHT_DIR:-}" >/dev/null
   fi
   targets=(bench_generate bench_sketch)
   for optional in bench_fwht bench_threads; do
@@ -265,18 +266,18 @@ if row_lines:
     lines.append("| n | fused (sign product in the first pass) | previous (sign pass, then fwht) | fused ÷ previous |")
     lines.append("|---|---|---|---|")
     lines += row_lines
-paths = [p for p in ("auto", "scalar", "avx2", "avx512") if cpu_us(f"BM_Fwht_Cpu_f32/path:{p}/log2n:12") is not None]
+def fwht_row(p, L):  # compact's paths, and FFHT's fht_float when bench_fwht was built with COMPACT_FFHT_DIR
+    return f"BM_Fwht_Ffht_f32/variant:fht/log2n:{L}" if p == "ffht" else f"BM_Fwht_Cpu_f32/path:{p}/log2n:{L}"
+paths = [p for p in ("auto", "scalar", "avx2", "avx512", "ffht") if cpu_us(fwht_row(p, 12)) is not None]
 if paths:
-    lines.append("\n### FWHT, one fp32 row, one thread (µs of CPU time, median; avx2 is the previous implementation)\n")
-    lines.append("| log2 n | " + " | ".join(paths) + " | " +
-                 ("avx512 ÷ avx2 |" if "avx512" in paths and "avx2" in paths else "") )
-    lines.append("|---|" + "---|" * len(paths) + ("---|" if "avx512" in paths and "avx2" in paths else ""))
+    pairs = [(a, b) for a, b in (("avx512", "avx2"), ("auto", "ffht")) if a in paths and b in paths]
+    lines.append("\n### FWHT, one fp32 row, one thread (µs of CPU time, median; ffht: FFHT's fht_float)\n")
+    lines.append("| log2 n | " + " | ".join(paths) + " |" + "".join(f" {a} ÷ {b} |" for a, b in pairs))
+    lines.append("|---|" + "---|" * (len(paths) + len(pairs)))
     for L in range(8, 21):
-        vals = [cpu_us(f"BM_Fwht_Cpu_f32/path:{p}/log2n:{L}") for p in paths]
-        extra = ""
-        if "avx512" in paths and "avx2" in paths:
-            extra = f" {fmt(ratio(vals[paths.index('avx512')], vals[paths.index('avx2')]))} |"
-        lines.append(f"| {L} | " + " | ".join(fmt(v, 3) for v in vals) + " |" + extra)
+        vals = {p: cpu_us(fwht_row(p, L)) for p in paths}
+        extra = "".join(f" {fmt(ratio(vals[a], vals[b]))} |" for a, b in pairs)
+        lines.append(f"| {L} | " + " | ".join(fmt(vals[p], 3) for p in paths) + " |" + extra)
     v = cpu_us("BM_Fwht_Cpu_f32/path:auto/log2n:12")
     targets.append(("FWHT of one length-4096 fp32 row ≤ 2 µs (one core)", fmt(v, 3) + " µs", verdict(v, 2.0)))
 

@@ -17,6 +17,11 @@
 template <class T>
 inline constexpr int kFwhtBlockLog = fwht_block_log2<T>();
 
+/// Stages per pass joining sub-blocks (stride >= kFwhtBlockBytes = 16 KiB, which maps all of a group's streams to one
+/// L1 set): at most 3, i.e. 8 streams. Radix 16 there (AVX-512) overflowed a 12-way L1 and measured 10-20% slower
+/// from 2^16 up on an AVX-512 Xeon (docs/benchmarks.md, "The AVX-512 FWHT after issue 20").
+inline constexpr int kFwhtTopRadixLog = kFwhtRadixLog < 3 ? kFwhtRadixLog : 3;
+
 /// The register type of T.
 template <class T>
 using FwhtRegister = std::conditional_t<std::is_same_v<T, float>, FwhtF32, FwhtF64>;
@@ -25,17 +30,29 @@ using FwhtRegister = std::conditional_t<std::is_same_v<T, float>, FwhtF32, FwhtF
 template <class T>
 inline constexpr int kFwhtMinLog = FwhtRegister<T>::kLogLanes;
 
+/// One butterfly between registers t and t + hs.
+template <class V>
+inline void butterfly(typename V::Reg* v, int t, int hs) {
+  const typename V::Reg a = v[t], b = v[t + hs];
+  v[t] = V::add(a, b);
+  v[t + hs] = V::sub(a, b);
+}
+
+/// The stage of distance kHs among R registers: the R/2 pairs (v[t], v[t + kHs]) with bit kHs of t clear, t
+/// ascending (pair k is t = (k / kHs) 2 kHs + k % kHs).
+template <class V, int kHs, std::size_t... K>
+inline void butterfly_stage(typename V::Reg* v, std::index_sequence<K...>) {
+  (butterfly<V>(v, static_cast<int>(K) / kHs * 2 * kHs + static_cast<int>(K) % kHs, kHs), ...);
+}
+
 /// log2(R) stages among R registers holding elements at stride h, 2h, ...: stage q pairs (v[t], v[t + 2^q]) for bit q
-/// of t clear.
-template <class V, int R>
+/// of t clear. Expanded at compile time (a fold, not loops): GCC 12 left the loops of the radix-16 case rolled, with
+/// v[] on the stack (93 vmovaps per group for 30 additions), which made the AVX-512 instance slower than AVX2's.
+template <class V, int R, int kHs = 1>
 inline void butterflies(typename V::Reg* v) {
-  for (int hs = 1; hs < R; hs *= 2) {
-    for (int t = 0; t < R; ++t) {
-      if (t & hs) continue;
-      const typename V::Reg a = v[t], b = v[t + hs];
-      v[t] = V::add(a, b);
-      v[t + hs] = V::sub(a, b);
-    }
+  if constexpr (kHs < R) {
+    butterfly_stage<V, kHs>(v, std::make_index_sequence<static_cast<std::size_t>(R / 2)>{});
+    butterflies<V, R, kHs * 2>(v);
   }
 }
 
@@ -153,7 +170,7 @@ inline void transform_block(typename V::T* x, int log_n) {
 }
 
 /// Transforms of at most 2^kFwhtBlockLog elements run pass by pass in L1; longer ones are split into 2^m sub-blocks
-/// (m <= kFwhtRadixLog) transformed recursively while in cache, then joined by one radix-2^m pass (the top stages).
+/// (m <= kFwhtTopRadixLog) transformed recursively while in cache, then joined by one radix-2^m pass (the top stages).
 template <class V>
 inline void transform_recursive(typename V::T* x, int log_n) {
   constexpr int kBlockLog = kFwhtBlockLog<typename V::T>;
@@ -161,7 +178,7 @@ inline void transform_recursive(typename V::T* x, int log_n) {
     transform_block<V>(x, log_n);
     return;
   }
-  const int m = log_n - kBlockLog < kFwhtRadixLog ? log_n - kBlockLog : kFwhtRadixLog;
+  const int m = log_n - kBlockLog < kFwhtTopRadixLog ? log_n - kBlockLog : kFwhtTopRadixLog;
   const int sub = log_n - m;
   for (int t = 0; t < (1 << m); ++t) transform_recursive<V>(x + (index_t{t} << sub), sub);
   radix_pass_of<V>(x, index_t{1} << log_n, index_t{1} << sub, m);
@@ -187,7 +204,7 @@ void fwht_signed(const T* x, const T* d, index_t n, T* buf, int log_n) {
     stages_from<V>(buf, log_n, first_pass_of<V>(buf, log_n, LoadSigned<V>{x, d, n}));
     return;
   }
-  const int m = log_n - kBlockLog < kFwhtRadixLog ? log_n - kBlockLog : kFwhtRadixLog;
+  const int m = log_n - kBlockLog < kFwhtTopRadixLog ? log_n - kBlockLog : kFwhtTopRadixLog;
   const int sub = log_n - m;
   for (int t = 0; t < (1 << m); ++t) {
     const index_t offset = index_t{t} << sub, rest = n > offset ? n - offset : 0;  // x[offset, n) if any

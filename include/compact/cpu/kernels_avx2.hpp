@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
+#include <utility>
 
 #include "compact/config.hpp"
 #include "compact/spec/entries.hpp"

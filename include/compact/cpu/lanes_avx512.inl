@@ -152,7 +152,8 @@ inline void store(double* dst, F32 v) {
 // FWHT registers (cpu/fwht_passes.inl): 16 floats or 8 doubles. A stage s < kLogLanes acts inside a register,
 // v <- (v xor signmask_s) + swap_s(v): lane i gets x[i] + x[i ^ h] where bit s of i is clear and x[i ^ h] - x[i] where
 // it is set. With 32 registers a pass does up to four stages between registers (radix 16): a 4096-float row takes
-// two passes over L1 (stages 0-7, then 8-11) instead of the AVX2 instance's three.
+// two passes over L1 (stages 0-7, then 8-11) instead of the AVX2 instance's three. The passes joining sub-blocks
+// stay at radix 8 (kFwhtTopRadixLog, cpu/fwht_passes.inl).
 
 inline constexpr int kFwhtRadixLog = 4;
 
