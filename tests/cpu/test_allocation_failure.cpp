@@ -12,6 +12,7 @@
 
 #include "support.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <new>
@@ -24,6 +25,8 @@ namespace {
 std::atomic<long> g_countdown{-1};
 /// Whether the armed failure has happened.
 std::atomic<bool> g_failed{false};
+/// Allocations made through operator new so far (all threads).
+std::atomic<long> g_allocations{0};
 
 bool inject_failure() {
   long c = g_countdown.load();
@@ -39,6 +42,7 @@ bool inject_failure() {
 
 void* allocate(std::size_t size, std::size_t align) {
   if (inject_failure()) throw std::bad_alloc();
+  ++g_allocations;
   if (size == 0) size = 1;
   void* p = align == 0 ? std::malloc(size) : std::aligned_alloc(align, (size + align - 1) / align * align);
   if (p == nullptr) throw std::bad_alloc();
@@ -72,11 +76,13 @@ using compact_test::random_matrix;
 /// `correct` whether they hold the result of a run without failures. A failing run must either throw compact::error
 /// naming the allocation with the outputs untouched, or absorb the failure and give the correct result (the task
 /// pool does: a worker thread that cannot be started leaves its tasks to the calling thread). The last run must
-/// succeed. Returns the number of allocations op makes.
+/// succeed. Returns the number of allocations op makes. The thread's kept scratch is freed before each run, so that
+/// op allocates it (and its failure is exercised) as a thread's first call does.
 template <class Reset, class Op, class Untouched, class Correct>
 long fail_each_allocation(Reset reset, Op op, Untouched untouched, Correct correct) {
   for (long k = 0; k < 1000; ++k) {
     reset();
+    compact::release_thread_scratch();
     std::string error;
     bool other = false;
     g_failed = false;
@@ -144,6 +150,52 @@ TEST_CASE_TEMPLATE_DEFINE("sketch and unsketch_grad report a failed allocation a
                              [] { return true; }, [&] { return p == p_ref; }) == 0);
 }
 TEST_CASE_TEMPLATE_APPLY(allocation_failure_writes_nothing, compact_test::AllDistributions);
+
+TEST_CASE_TEMPLATE_DEFINE("a repeated allocating call of the same or fewer rows allocates nothing, with the same bits",
+                          Dist, kept_scratch_is_reused) {
+  // The allocating sketch and unsketch_grad lease the calling thread's kept scratch (detail::ScratchLease): after a
+  // thread's first call, a call that needs no more scratch allocates nothing, so it faults in no fresh pages. Its
+  // contents are left over from another shape's call, which must not change a bit of the result.
+  const index_t b = 64, n = 300, r = 96;
+  const compact::Projector<compact::Cpu, Dist, float> proj(n, r, compact::SketchState{1, 2, 3});
+  const compact::Projector<compact::Cpu, Dist, float> other(1000, 200, compact::SketchState{4, 5, 6});
+  const RowMatrix<float> x = random_matrix<float>(b, n, 1), g = random_matrix<float>(b, r, 2);
+  const RowMatrix<float> x_other = random_matrix<float>(b, 1000, 3);
+  compact::release_thread_scratch();
+  std::vector<unsigned char> zeroed(proj.scratch_bytes(b) + 64, 0);
+  const compact::Workspace ws{zeroed.data() + (64 - reinterpret_cast<std::uintptr_t>(zeroed.data()) % 64) % 64,
+                              proj.scratch_bytes(b)};
+  RowMatrix<float> z(b, r), out(b, n), z_ref(b, r), out_ref(b, n), z_other(b, 200);
+  other.sketch(compact::detail::as_view<float>(x_other), compact::detail::as_mutable_view<float>(z_other));  // dirty
+  for (const index_t rows : {b, b, b / 2, index_t{1}}) {
+    CAPTURE(rows);
+    const MatrixView<const float> xv(x.data(), rows, n, n), gv(g.data(), rows, r, r);
+    // The reference: the same call on a zeroed workspace of its own.
+    std::fill(zeroed.begin(), zeroed.end(), static_cast<unsigned char>(0));
+    proj.sketch(xv, MatrixView<float>(z_ref.data(), rows, r, r), ws);
+    std::fill(zeroed.begin(), zeroed.end(), static_cast<unsigned char>(0));
+    proj.unsketch_grad(gv, MatrixView<float>(out_ref.data(), rows, n, n), 1.0f, 0.0f, ws);
+    const long before = g_allocations.load();
+    proj.sketch(xv, MatrixView<float>(z.data(), rows, r, r));
+    proj.unsketch_grad(gv, MatrixView<float>(out.data(), rows, n, n), 1.0f, 0.0f);
+    CHECK(g_allocations.load() - before == 0);
+    CHECK(z.topRows(rows) == z_ref.topRows(rows));
+    CHECK(out.topRows(rows) == out_ref.topRows(rows));
+  }
+  // A larger need grows the scratch once, then is reused too; release_thread_scratch frees it.
+  const long before = g_allocations.load();
+  RowMatrix<float> z_big(4 * b, r);
+  const RowMatrix<float> x_big = random_matrix<float>(4 * b, n, 4);
+  for (int k = 0; k < 3; ++k) {
+    proj.sketch(compact::detail::as_view<float>(x_big), compact::detail::as_mutable_view<float>(z_big));
+  }
+  CHECK(g_allocations.load() - before <= 1);
+  compact::release_thread_scratch();
+  const long released = g_allocations.load();
+  proj.sketch(compact::detail::as_view<float>(x), compact::detail::as_mutable_view<float>(z));
+  CHECK(g_allocations.load() - released == 1);
+}
+TEST_CASE_TEMPLATE_APPLY(kept_scratch_is_reused, compact_test::AllDistributions);
 
 TEST_CASE("constructing an SRHT projector reports a failed allocation") {
   CHECK(fail_each_allocation([] {},

@@ -32,12 +32,12 @@ namespace detail {
 /// panel_height()), each with all threads (a pure function of (i, j), so the bits never depend on the partition),
 /// then multiplies by it. Scratch: one panel, at most max(panel_entries, kPanelMin * max(n, r)) Scalars per call
 /// (by default 16 MiB for float, 32 MiB for double; a P of at most panel_entries entries, e.g. n = 4096,
-/// r = 1024, is one panel), independent of the thread count; allocated per call, or lent by the caller
-/// (the overloads that take a Workspace of workspace_bytes(n, r) or scratch_bytes(rows)).
-/// GEMM: a fixed grid of output tiles per panel (a function of the shape only, see tile_grid), one single-threaded
-/// GEMM per tile on the OpenMP team, on the projector's GemmEngine (cpu/gemm_engine.hpp): Eigen's, or the registered
-/// CBLAS (default_gemm_engine() at construction, set_gemm_engine to change). Every output element is therefore
-/// computed by the same GEMM call whatever the team size: the result is bitwise independent of the number of
+/// r = 1024, is one panel), independent of the thread count; taken from the calling thread's kept scratch
+/// (detail::ScratchLease), or lent by the caller (the overloads that take a Workspace of workspace_bytes(n, r) or
+/// scratch_bytes(rows)). GEMM: a fixed grid of output tiles per panel (a function of the shape only, see tile_grid),
+/// one single-threaded GEMM per tile on the OpenMP team, on the projector's GemmEngine (cpu/gemm_engine.hpp): Eigen's,
+/// or the registered CBLAS (default_gemm_engine() at construction, set_gemm_engine to change). Every output element is
+/// therefore computed by the same GEMM call whatever the team size: the result is bitwise independent of the number of
 /// threads, for both engines.
 template <class Dist, class Scalar>
 class DenseCpuProjector : public ProjectorCore {

@@ -107,7 +107,7 @@ class OptimizerStorage<Cpu, Dist, Scalar> : public OptimizerCore<Dist, Scalar> {
     MatrixView<Scalar> wide() { return MatrixView<Scalar>(wide_.data(), wide_.rows(), wide_.cols(), wide_.cols()); }
 
    private:
-    ScratchBuffer projector_;
+    ScratchLease projector_;  // the calling thread's kept scratch: a step faults in no fresh pages
     RowMatrix<Scalar> wide_;
   };
   StepResources step_resources(const char* fn, WindowPolicy policy, Context) const {

@@ -16,10 +16,10 @@ namespace compact {
 namespace detail {
 
 /// A CPU projector: the distribution's implementation plus what every CPU projector adds to it, written once here:
-/// the allocating sketch/unsketch_grad (each allocates its call's workspace, then runs the implementation's Workspace
-/// overload) and the Eigen conveniences. Projector<Cpu, Dist, Scalar> derives from CpuProjector<its implementation>,
-/// so a new distribution writes only its implementation (cpu/<dist>_projector.hpp). ("Engine" is the GEMM's word,
-/// cpu/gemm_engine.hpp.)
+/// the allocating sketch/unsketch_grad (each leases its call's workspace from the calling thread's kept scratch,
+/// detail::ScratchLease, then runs the implementation's Workspace overload) and the Eigen conveniences. Projector<Cpu,
+/// Dist, Scalar> derives from CpuProjector<its implementation>, so a new distribution writes only its implementation
+/// (cpu/<dist>_projector.hpp). ("Engine" is the GEMM's word, cpu/gemm_engine.hpp.)
 ///
 /// The implementation derives from ProjectorCore (n, r, state, the shape check, in_dim/rank/state) and provides, with
 /// Scalar = its `scalar_type` and C = compute_t<Scalar> for alpha and beta:
@@ -42,21 +42,22 @@ class CpuProjector : public Impl {
   using Impl::sketch;
   using Impl::unsketch_grad;
 
-  /// z = x P. x: B x n, z: B x r (row-major, any row strides, z must not overlap x). Allocates scratch_bytes(B)
-  /// (compact::error when memory runs out, before anything is written).
+  /// z = x P. x: B x n, z: B x r (row-major, any row strides, z must not overlap x). Takes scratch_bytes(B) from the
+  /// calling thread's kept scratch, allocating only when it is smaller (compact::error when memory runs out, before
+  /// anything is written; compact::release_thread_scratch frees it).
   void sketch(MatrixView<const Scalar> x, MatrixView<Scalar> z) const {
     check_sketch_args(x, z, this->n_, this->r_);
     if (x.rows == 0) return;
-    const ScratchBuffer scratch("Projector::sketch", "the call's workspace", this->scratch_bytes(x.rows));
+    const ScratchLease scratch("Projector::sketch", "the call's workspace", this->scratch_bytes(x.rows));
     this->sketch(x, z, scratch.view());
   }
   /// out = alpha g P^T + beta out. g: m x r, out: m x n; with beta = 0, out is written without being read.
-  /// Allocates scratch_bytes(m) (compact::error when memory runs out, before anything is written).
+  /// Takes scratch_bytes(m) from the calling thread's kept scratch, as sketch does.
   void unsketch_grad(MatrixView<const Scalar> g, MatrixView<Scalar> out, Compute alpha = Compute(1),
                      Compute beta = Compute(0)) const {
     check_unsketch_args(g, out, this->n_, this->r_);
     if (g.rows == 0) return;
-    const ScratchBuffer scratch("Projector::unsketch_grad", "the call's workspace", this->scratch_bytes(g.rows));
+    const ScratchLease scratch("Projector::unsketch_grad", "the call's workspace", this->scratch_bytes(g.rows));
     this->unsketch_grad(g, out, alpha, beta, scratch.view());
   }
 

@@ -34,10 +34,10 @@ namespace detail {
 /// first pass, cpu/srht_row_transform.hpp), then S gathered and scaled. `unsketch_grad` is
 /// the exact adjoint: scatter g into S of a zeroed buffer, fwht, multiply by d and the scale, drop the padding.
 /// Rows run in parallel (detail::parallel_tasks, a fixed partition into tasks of kRowsPerTask rows, on at most
-/// kMaxTeam threads); each thread uses one buffer of n' Scalars (scratch_bytes_per_thread()), allocated per call before
-/// the team starts or lent by the caller (the overloads that take a Workspace of scratch_bytes(rows) or
-/// workspace_bytes(n, r)), and nothing else is allocated per row. Each row's result is a fixed sequence of IEEE
-/// operations, so results are bitwise identical for every thread count.
+/// kMaxTeam threads); each thread uses one buffer of n' Scalars (scratch_bytes_per_thread()), taken from the calling
+/// thread's kept scratch (detail::ScratchLease) before the team starts or lent by the caller (the overloads that take a
+/// Workspace of scratch_bytes(rows) or workspace_bytes(n, r)), and nothing else is allocated per row. Each row's result
+/// is a fixed sequence of IEEE operations, so results are bitwise identical for every thread count.
 ///
 /// Class invariant: 1 <= r <= n, n' = next_pow2(n) <= kSrhtMaxPaddedDim (2^20).
 template <class Scalar>
