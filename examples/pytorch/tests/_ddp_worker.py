@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
 """One rank of the DDP tests (test_ddp.py spawns two): trains the tiny LLaMA (float64) with gloo DDP on its half of
 each global batch and saves, per step, the reduced gradients and the all-reduce payload, and the final weights."""
+import gc
 import os
 
 import torch
@@ -27,6 +28,17 @@ def build(compact):
     return model, ct.CompressedAdamW(model.parameters(), lr=1e-2, weight_decay=0.01)
 
 
+def teardown():
+    """Ends a rank's run; call it after the caller has dropped its DistributedDataParallel. torch 1.13's Reducer, when
+    it holds the process group's last reference (the group already destroyed), joins gloo's worker threads in its
+    destructor while holding the GIL, and a worker that is still releasing a hook's tensor waits for the GIL: both
+    ranks hang (seen once in CI, in ~ProcessGroupGloo under ~Reducer). So every rank's work is finished first (the
+    barrier), the Reducer is freed while the group is still registered (the caller's `del`, then the collection
+    here), and only then is the group destroyed, with its threads idle."""
+    gc.collect()
+    dist.destroy_process_group()
+
+
 def main(rank, world, port, out_dir, compact):
     torch.set_num_threads(1)
     os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
@@ -47,7 +59,9 @@ def main(rank, world, port, out_dir, compact):
         opt.step()
         opt.zero_grad(set_to_none=True)
     torch.save({"log": log, "final": model.state_dict()}, os.path.join(out_dir, f"rank{rank}_{int(compact)}.pt"))
-    dist.destroy_process_group()
+    dist.barrier()
+    del ddp
+    teardown()
 
 
 def spawn_main(rank, world, port, out_dir):
@@ -74,4 +88,6 @@ def mismatch_main(rank, world, port, out_dir):
         message = str(e)
     with open(os.path.join(out_dir, f"mismatch{rank}.txt"), "w") as f:
         f.write(message)
-    dist.destroy_process_group()
+    dist.barrier()
+    del ddp
+    teardown()
