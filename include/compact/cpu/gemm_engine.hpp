@@ -99,6 +99,19 @@ inline void check_gemm_engine(const char* fn, GemmEngine engine, index_t n) {
                      << ", the largest GEMM size of the 32-bit BLAS (GemmEngine::kBlas)");
 }
 
+/// The registered BLAS for one GEMM of `fn` (blas_gemm, blas_gemm_tn); throws compact::error, before any memory is
+/// touched, when none is registered or a size or leading dimension exceeds the 32-bit BLAS integer.
+inline const BlasTable* checked_blas_table(const char* fn, index_t m, index_t n, index_t k, index_t lda, index_t ldb,
+                                           index_t ldc) {
+  const BlasTable* table = blas_table();
+  COMPACT_REQUIRE(table != nullptr, fn << ": no BLAS is registered (include compact/cpu/blas.hpp)");
+  constexpr index_t kMax = kBlasMaxExtent;
+  COMPACT_REQUIRE(m <= kMax && n <= kMax && k <= kMax && lda <= kMax && ldb <= kMax && ldc <= kMax,
+                  fn << ": m = " << m << ", n = " << n << ", k = " << k << " or a leading dimension (" << lda << ", "
+                     << ldb << ", " << ldc << ") exceeds the 32-bit BLAS integer");
+  return table;
+}
+
 /// C = alpha A op(B) + beta C (see BlasTable) on the registered BLAS, on the BLAS's threads (use SerialBlasScope for
 /// one thread). Throws compact::error, before touching memory, when no BLAS is registered or a size exceeds the
 /// 32-bit BLAS integer.
@@ -107,12 +120,7 @@ void blas_gemm(index_t m, index_t n, index_t k, Scalar alpha, const Scalar* a, i
                index_t ldb, bool trans_b, Scalar beta, Scalar* c, index_t ldc) {
   static_assert(std::is_same_v<Scalar, float> || std::is_same_v<Scalar, double>,
                 "compact::detail::blas_gemm: Scalar must be float or double");
-  const BlasTable* table = blas_table();
-  COMPACT_REQUIRE(table != nullptr, "blas_gemm: no BLAS is registered (include compact/cpu/blas.hpp)");
-  constexpr index_t kMax = kBlasMaxExtent;
-  COMPACT_REQUIRE(m <= kMax && n <= kMax && k <= kMax && lda <= kMax && ldb <= kMax && ldc <= kMax,
-                  "blas_gemm: m = " << m << ", n = " << n << ", k = " << k << " or a leading dimension (" << lda << ", "
-                                    << ldb << ", " << ldc << ") exceeds the 32-bit BLAS integer");
+  const BlasTable* table = checked_blas_table("blas_gemm", m, n, k, lda, ldb, ldc);
   if constexpr (std::is_same_v<Scalar, float>) {
     table->sgemm(m, n, k, alpha, a, lda, b, ldb, trans_b, beta, c, ldc);
   } else {
@@ -127,12 +135,7 @@ void blas_gemm_tn(index_t m, index_t n, index_t k, Scalar alpha, const Scalar* a
                   index_t ldb, Scalar beta, Scalar* c, index_t ldc) {
   static_assert(std::is_same_v<Scalar, float> || std::is_same_v<Scalar, double>,
                 "compact::detail::blas_gemm_tn: Scalar must be float or double");
-  const BlasTable* table = blas_table();
-  COMPACT_REQUIRE(table != nullptr, "blas_gemm_tn: no BLAS is registered (include compact/cpu/blas.hpp)");
-  constexpr index_t kMax = kBlasMaxExtent;
-  COMPACT_REQUIRE(m <= kMax && n <= kMax && k <= kMax && lda <= kMax && ldb <= kMax && ldc <= kMax,
-                  "blas_gemm_tn: m = " << m << ", n = " << n << ", k = " << k << " or a leading dimension (" << lda
-                                       << ", " << ldb << ", " << ldc << ") exceeds the 32-bit BLAS integer");
+  const BlasTable* table = checked_blas_table("blas_gemm_tn", m, n, k, lda, ldb, ldc);
   if constexpr (std::is_same_v<Scalar, float>) {
     table->sgemm_tn(m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   } else {
