@@ -52,12 +52,24 @@ class Task {
   virtual Batch sample(index_t size, index_t planning, index_t batch, std::mt19937_64& rng) const = 0;
   /// Mean training loss of `outputs` (A x B x Y logits) over the scored answer steps.
   virtual torch::Tensor loss(const torch::Tensor& outputs, const Batch& b) const = 0;
-  /// Per sequence (B, bool): every scored answer step is exactly right.
-  virtual torch::Tensor correct(const torch::Tensor& outputs, const Batch& b) const = 0;
-  /// Partial credit: (units right, units scored), units being bits (AR) or path edges (SP).
-  virtual std::pair<double, double> unit_hits(const torch::Tensor& outputs, const Batch& b) const = 0;
+  /// Per sequence (B, bool): every scored unit of the answer is exactly right.
+  torch::Tensor correct(const torch::Tensor& outputs, const Batch& b) const {
+    const torch::Tensor ok = right(outputs, b).logical_or(scored(b).logical_not());
+    return ok.transpose(0, 1).reshape({ok.size(1), -1}).all(1);
+  }
+  /// Partial credit: (units right, units scored), units being bits (AR, MinCut node sides), path edges (SP) or hull
+  /// steps (CH).
+  std::pair<double, double> unit_hits(const torch::Tensor& outputs, const Batch& b) const {
+    const torch::Tensor s = scored(b);
+    return {right(outputs, b).logical_and(s).sum().item<double>(), s.sum().item<double>()};
+  }
 
  protected:
+  /// Per answer unit (A x B x ..., bool): the unit is right. Units where scored(b) is false count for nothing.
+  virtual torch::Tensor right(const torch::Tensor& outputs, const Batch& b) const = 0;
+  /// Which units of right() are scored (same shape, bool).
+  virtual torch::Tensor scored(const Batch& b) const = 0;
+
   void check_sample_args(index_t size, index_t planning, index_t batch) const {
     COMPACT_REQUIRE(size >= min_size() && size <= max_size(), name() << ": argument size = " << size << " must be in ["
                                                                      << min_size() << ", " << max_size() << "]");
@@ -114,13 +126,11 @@ class AssociativeRecall final : public Task {
     return torch::binary_cross_entropy_with_logits(outputs, b.targets);
   }
 
-  torch::Tensor correct(const torch::Tensor& outputs, const Batch& b) const override {
-    return (outputs.gt(0) == b.targets.gt(0.5)).all(-1).all(0);
+  /// Units: the answer's bits, all scored.
+  torch::Tensor right(const torch::Tensor& outputs, const Batch& b) const override {
+    return outputs.gt(0) == b.targets.gt(0.5);
   }
-
-  std::pair<double, double> unit_hits(const torch::Tensor& outputs, const Batch& b) const override {
-    return {(outputs.gt(0) == b.targets.gt(0.5)).sum().item<double>(), static_cast<double>(b.targets.numel())};
-  }
+  torch::Tensor scored(const Batch& b) const override { return torch::ones_like(b.targets, torch::kBool); }
 };
 
 /// Graph Shortest Path: a random directed graph of `size` nodes and ⌊3·size/2⌋ distinct edges, its nodes labelled
@@ -190,22 +200,15 @@ class ShortestPath final : public Task {
     return ((ce(0) + ce(1)) * mask).sum() / (2 * mask.sum());
   }
 
-  torch::Tensor correct(const torch::Tensor& outputs, const Batch& b) const override {
-    return edge_right(outputs, b).logical_or(b.mask.eq(0)).all(0);
-  }
-
-  std::pair<double, double> unit_hits(const torch::Tensor& outputs, const Batch& b) const override {
-    return {edge_right(outputs, b).logical_and(b.mask.gt(0)).sum().item<double>(), b.mask.sum().item<double>()};
-  }
-
- private:
-  /// A x B: the answer step's edge (source and destination) is right.
-  static torch::Tensor edge_right(const torch::Tensor& outputs, const Batch& b) {
+  /// Units: the answer steps' edges (A x B), source and destination both right; scored up to the path's end.
+  torch::Tensor right(const torch::Tensor& outputs, const Batch& b) const override {
     const torch::Tensor src = outputs.narrow(-1, 0, kLabels).argmax(-1);
     const torch::Tensor dst = outputs.narrow(-1, kLabels, kLabels).argmax(-1);
     return src.eq(b.targets.select(-1, 0)).logical_and(dst.eq(b.targets.select(-1, 1)));
   }
+  torch::Tensor scored(const Batch& b) const override { return b.mask.gt(0); }
 
+ private:
   struct Problem {
     std::vector<std::pair<index_t, index_t>> edges;  // in presentation order
     std::vector<index_t> label;                      // node -> label
@@ -360,19 +363,11 @@ class ConvexHull final : public Task {
     return (ce * mask).sum() / mask.sum();
   }
 
-  torch::Tensor correct(const torch::Tensor& outputs, const Batch& b) const override {
-    return step_right(outputs, b).logical_or(b.mask.eq(0)).all(0);
-  }
-
   /// Units: the scored answer steps (hull vertices and the end symbol).
-  std::pair<double, double> unit_hits(const torch::Tensor& outputs, const Batch& b) const override {
-    return {step_right(outputs, b).logical_and(b.mask.gt(0)).sum().item<double>(), b.mask.sum().item<double>()};
-  }
-
- private:
-  static torch::Tensor step_right(const torch::Tensor& outputs, const Batch& b) {
+  torch::Tensor right(const torch::Tensor& outputs, const Batch& b) const override {
     return outputs.argmax(-1).eq(b.targets.select(-1, 0));
   }
+  torch::Tensor scored(const Batch& b) const override { return b.mask.gt(0); }
 };
 
 /// Graph MinCut (minimum s–t cut): a random connected undirected graph of `size` nodes and ⌊3·size/2⌋ distinct
@@ -486,21 +481,13 @@ class MinCut final : public Task {
            scored.sum();
   }
 
-  torch::Tensor correct(const torch::Tensor& outputs, const Batch& b) const override {
-    return bit_right(outputs, b).logical_or(b.targets.lt(0)).all(-1).all(0);
-  }
-
-  /// Units: the nodes other than s and t (their side of the cut).
-  std::pair<double, double> unit_hits(const torch::Tensor& outputs, const Batch& b) const override {
-    return {bit_right(outputs, b).logical_and(b.targets.ge(0)).sum().item<double>(),
-            b.targets.ge(0).sum().item<double>()};
-  }
-
- private:
-  static torch::Tensor bit_right(const torch::Tensor& outputs, const Batch& b) {
+  /// Units: the nodes other than s and t (their side of the cut); the other labels carry target -1.
+  torch::Tensor right(const torch::Tensor& outputs, const Batch& b) const override {
     return outputs.gt(0).eq(b.targets.gt(0.5));
   }
+  torch::Tensor scored(const Batch& b) const override { return b.targets.ge(0); }
 
+ private:
   struct Problem {
     std::vector<std::array<index_t, 3>> edges;  // (end, end, capacity) in presentation order
     std::vector<index_t> label;                 // node -> label
