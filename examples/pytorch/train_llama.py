@@ -332,19 +332,30 @@ def run(args, world=1, rank=0):
     return row, curve, traffic_steps
 
 
-def train_step(net, opt, args, train, step, rank, per_rank, device):
+def train_step(net, opt, args, train, step, rank, per_rank, device, timer=None):
+    """One optimizer step over --accum micro-batches; returns the loss. With a PhaseTimer (--bench-step), the forward,
+    backward and optimizer phases are added to it."""
     total = 0.0
     per_micro = per_rank // args.accum
     for micro in range(args.accum):
         batch = train_batch(train, args, step, micro)  # the global micro-batch; this rank takes its slice
         batch = batch[rank * per_micro:(rank + 1) * per_micro].to(device)
+        t0 = time.perf_counter()
         with autocast(args, device):
             loss = net(batch[:, :-1], batch[:, 1:]) / args.accum
+        t1 = time.perf_counter()
         loss.backward()
+        t2 = time.perf_counter()
         total += float(loss)
+        if timer is not None:
+            timer.t["forward"] += t1 - t0
+            timer.t["backward"] += t2 - t1
     if args.clip > 0:
         torch.nn.utils.clip_grad_norm_(net.parameters(), args.clip)
+    t0 = time.perf_counter()
     opt.step()
+    if timer is not None:
+        timer.t["optimizer"] += time.perf_counter() - t0
     return total
 
 
@@ -523,24 +534,10 @@ def timing_compact(timer):
 
 
 def timed_step(net, opt, args, train, step, device, timer):
-    """train_step with its phases timed (one micro-batch per --accum, as train_step)."""
+    """train_step of one process (the whole batch) with its phases timed, then zero_grad."""
     t_start = time.perf_counter()
     with timing_compact(timer):
-        for micro in range(args.accum):
-            batch = train_batch(train, args, step, micro).to(device)
-            t0 = time.perf_counter()
-            with autocast(args, device):
-                loss = net(batch[:, :-1], batch[:, 1:]) / args.accum
-            t1 = time.perf_counter()
-            loss.backward()
-            t2 = time.perf_counter()
-            timer.t["forward"] += t1 - t0
-            timer.t["backward"] += t2 - t1
-        if args.clip > 0:
-            torch.nn.utils.clip_grad_norm_(net.parameters(), args.clip)
-        t0 = time.perf_counter()
-        opt.step()
-        timer.t["optimizer"] += time.perf_counter() - t0
+        train_step(net, opt, args, train, step, 0, args.batch, device, timer)
         opt.zero_grad(set_to_none=True)
         if device.type == "cuda":
             torch.cuda.synchronize(device)
