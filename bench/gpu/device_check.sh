@@ -108,8 +108,12 @@ if(NOT TARGET benchmark::benchmark)
     INTERFACE_LINK_LIBRARIES Threads::Threads)
 endif()
 EOF
-  exclude=$(git rev-parse --git-path info/exclude 2>/dev/null || echo .git/info/exclude)
-  grep -qx '/.devdeps/' "$exclude" 2>/dev/null || echo '/.devdeps/' >> "$exclude"
+  # Keep .devdeps out of `git status` where this is a git work tree; a clone without info/ (no git templates) or a
+  # tree without .git (an export) is fine either way.
+  if exclude=$(git rev-parse --git-path info/exclude 2>/dev/null); then
+    mkdir -p "$(dirname "$exclude")" 2>/dev/null &&
+      { grep -qx '/.devdeps/' "$exclude" 2>/dev/null || echo '/.devdeps/' >> "$exclude"; } 2>/dev/null || true
+  fi
   echo "staged Eigen $eigen_version, doctest $doctest_version, Google Benchmark ${bench_version:-?} into $deps" \
        "($(du -sh "$deps" | cut -f1)); carry .devdeps with the tree"
   exit 0
