@@ -13,7 +13,11 @@
 #
 # Environment: BUILD_DIR (build-bench), OUT_DIR ($BUILD_DIR/bench-results), REPS (3), MIN_TIME (0.2 s per repetition),
 # FULL (0/1: COMPACT_BENCH_FULL), TARGETS (0/1), FILTER (a --benchmark_filter regex for every binary), JOBS (2),
-# SKIP_BUILD (0/1), COMPACT_CPU_ISA (scalar/avx2/avx512: a cap, passed through to the binaries).
+# SKIP_BUILD (0/1), COMPACT_CPU_ISA (scalar/avx2/avx512: a cap, passed through to the binaries),
+# OMP_WAIT_POLICY (passive) and OPENBLAS_THREAD_TIMEOUT (4): the baselines' thread pools (Eigen's OpenMP GEMM,
+# OpenBLAS's threads) sleep after a call instead of spinning, so that the row that runs next (interleaved at random,
+# often one of compact's, whose pool sleeps) gets both cores. With the defaults, a B = 256 Rademacher sketch measured
+# 22-24 ms right after Eigen's threaded GEMM against 16-17 ms with them (docs/benchmarks.md, "Spinning baselines").
 # Medians over the repetitions; benchmarks are interleaved at random so that drift on a shared machine spreads over
 # ours and the baselines alike. One process per binary, so each ratio compares rows measured side by side.
 set -euo pipefail
@@ -28,6 +32,7 @@ JOBS="${JOBS:-2}"
 FILTER="${FILTER:-.}"
 TARGETS="${TARGETS:-0}"
 export COMPACT_BENCH_FULL="${FULL:-0}"
+export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-passive}" OPENBLAS_THREAD_TIMEOUT="${OPENBLAS_THREAD_TIMEOUT:-4}"
 LOAD_START="$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown)"
 
 # The rows the targets need, per binary (TARGETS=1).
@@ -152,6 +157,8 @@ lines.append(f"Machine: {cpu['model']} ({cpu['vendor']} family {cpu['family']} m
              f"L3 {cpu['l3']}, AVX2 {'yes' if cpu['avx2'] else 'no'}, AVX-512 F {'yes' if cpu['avx512f'] else 'no'}. "
              f"compact instruction set: **{isa}**. Compiler: {os.environ.get('COMPILER_VERSION', '?')}. "
              f"{date}; load average at the start {os.environ.get('LOAD_START', '?')}, at the end {load_end}. "
+             f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}, "
+             f"OPENBLAS_THREAD_TIMEOUT={os.environ.get('OPENBLAS_THREAD_TIMEOUT')}. "
              f"Command: `{os.environ.get('COMMAND')}`.\n")
 
 # Generation (one core, panel 128 x 1024 is what a projector generates at a time).
@@ -314,6 +321,8 @@ print(table)
 summary = dict(date=date, command=os.environ.get("COMMAND"),
                machine=dict(cpu=cpu, host=platform.node(), compact_cpu_isa=isas,
                             load_start=os.environ.get("LOAD_START"), load_end=load_end,
+                            omp_wait_policy=os.environ.get("OMP_WAIT_POLICY"),
+                            openblas_thread_timeout=os.environ.get("OPENBLAS_THREAD_TIMEOUT"),
                             compiler=os.environ.get("COMPILER_VERSION")),
                benchmark_context=context, rows=rows,
                targets_round2=[dict(target=n, measured=m, verdict=v) for n, m, v in round2],

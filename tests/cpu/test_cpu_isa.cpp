@@ -196,6 +196,12 @@ TEST_CASE_TEMPLATE("the SRHT's fused signed transform gives the unfused bits on 
         0, 16, [isa](const T* x, const T* d, index_t n, T* buf, int log_n) {
           compact::detail::srht_transform_row(x, d, n, buf, log_n, isa);
         });
+    // With a next row to prefetch (the sketch passes the thread's next row): a hint that reads nothing into buf.
+    std::vector<T> next(std::size_t{1} << 16, T(3));
+    compact_test::check_signed_transform_against_reference<T>(
+        0, 16, [isa, &next](const T* x, const T* d, index_t n, T* buf, int log_n) {
+          compact::detail::srht_transform_row(x, d, n, buf, log_n, isa, next.data());
+        });
   }
 }
 

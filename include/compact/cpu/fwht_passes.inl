@@ -146,14 +146,20 @@ struct LoadInPlace {
   typename V::Reg operator()(index_t i) const { return V::load(x + i); }
 };
 
-/// Loads of the SRHT's first pass: x_k d_k for k < n, 0 beyond (exact: d_k = +-1).
+/// Loads of the SRHT's first pass: x_k d_k for k < n, 0 beyond (exact: d_k = +-1). With `ahead` (the row the caller
+/// transforms next, or null), each load that starts a 64-byte line of x also prefetches the same offset of `ahead`
+/// into L2 (prefetcht1): the next row's reads from memory then overlap this row's in-cache passes and gather, where
+/// without it each row's first pass waited for memory alone (docs/benchmarks.md, "SRHT: the next row prefetched").
 template <class V>
 struct LoadSigned {
   const typename V::T* x;
   const typename V::T* d;
   index_t n;
+  const typename V::T* ahead;
   typename V::Reg operator()(index_t i) const {
     constexpr index_t kRegLanes = index_t{1} << V::kLogLanes;
+    constexpr index_t kLine = 64 / static_cast<index_t>(sizeof(typename V::T));
+    if (ahead != nullptr && i < n && i % kLine == 0) __builtin_prefetch(ahead + i, 0, 2);
     if (i + kRegLanes <= n) return V::mul(V::load(x + i), V::load(d + i));
     if (i >= n) return V::zero();  // padding
     alignas(64) typename V::T lanes[kRegLanes];
@@ -195,20 +201,23 @@ void fwht_in_place(T* x, int log_n) {
 /// buf[0, 2^log_n) = H pad(x . d), the SRHT's signed, zero-padded transform of a row x[0, n) with signs d[0, n)
 /// (n <= 2^log_n; buf must not overlap x). The product x_k d_k (exact for d_k = +-1) is formed as the first pass
 /// loads x, so the row is read once and nothing beyond x[n - 1] is read; longer transforms are blocked as in
-/// transform_recursive, the product formed by the first pass of each sub-block. Requires log_n >= kFwhtMinLog<T>.
+/// transform_recursive, the product formed by the first pass of each sub-block. `ahead`: null, or a row of n
+/// elements the caller transforms next, prefetched into L2 as x is read (see LoadSigned; no effect on the result).
+/// Requires log_n >= kFwhtMinLog<T>.
 template <class T>
-void fwht_signed(const T* x, const T* d, index_t n, T* buf, int log_n) {
+void fwht_signed(const T* x, const T* d, index_t n, T* buf, int log_n, const T* ahead = nullptr) {
   using V = FwhtRegister<T>;
   constexpr int kBlockLog = kFwhtBlockLog<T>;
   if (log_n <= kBlockLog) {
-    stages_from<V>(buf, log_n, first_pass_of<V>(buf, log_n, LoadSigned<V>{x, d, n}));
+    stages_from<V>(buf, log_n, first_pass_of<V>(buf, log_n, LoadSigned<V>{x, d, n, ahead}));
     return;
   }
   const int m = log_n - kBlockLog < kFwhtTopRadixLog ? log_n - kBlockLog : kFwhtTopRadixLog;
   const int sub = log_n - m;
   for (int t = 0; t < (1 << m); ++t) {
     const index_t offset = index_t{t} << sub, rest = n > offset ? n - offset : 0;  // x[offset, n) if any
-    fwht_signed(rest > 0 ? x + offset : x, rest > 0 ? d + offset : d, rest, buf + offset, sub);
+    fwht_signed(rest > 0 ? x + offset : x, rest > 0 ? d + offset : d, rest, buf + offset, sub,
+                rest > 0 && ahead != nullptr ? ahead + offset : nullptr);
   }
   radix_pass_of<V>(buf, index_t{1} << log_n, index_t{1} << sub, m);
 }

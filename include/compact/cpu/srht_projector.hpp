@@ -168,7 +168,9 @@ class SrhtCpuProjector : public ProjectorCore {
     // A sketch larger than the caches is written with streaming stores (see detail::srht_gather_row).
     const bool stream = double(x.rows) * double(r_) * sizeof(Scalar) >= double(kStreamBytes);
     for_each_row(x.rows, scratch, [&](index_t b, Scalar* buf, CpuIsa isa) {
-      sketch_row(x.data + b * x.row_stride, z.data + b * z.row_stride, buf, stream, isa);
+      // The next row of the same task (the thread's next row) is prefetched while this one is read.
+      const Scalar* next = (b + 1) % kRowsPerTask != 0 && b + 1 < x.rows ? x.data + (b + 1) * x.row_stride : nullptr;
+      sketch_row(x.data + b * x.row_stride, z.data + b * z.row_stride, buf, stream, isa, next);
     });
   }
 
@@ -199,9 +201,10 @@ class SrhtCpuProjector : public ProjectorCore {
   /// Additions and subtractions of `rows` transforms, to decide whether a thread team pays off.
   double transform_flops(index_t rows) const { return double(rows) * double(padded_) * double(log_padded_ + 1); }
 
-  /// z_row[j] = scale * (H pad(x_row . d))[S_j], using buf (n' Scalars).
-  void sketch_row(const Scalar* x_row, Scalar* z_row, Scalar* buf, bool stream, CpuIsa isa) const {
-    detail::srht_transform_row(x_row, signs_.data(), n_, buf, log_padded_, isa);
+  /// z_row[j] = scale * (H pad(x_row . d))[S_j], using buf (n' Scalars); `next` (or null) is the row after, prefetched.
+  void sketch_row(const Scalar* x_row, Scalar* z_row, Scalar* buf, bool stream, CpuIsa isa,
+                  const Scalar* next) const {
+    detail::srht_transform_row(x_row, signs_.data(), n_, buf, log_padded_, isa, next);
     detail::srht_gather_row(buf, sample32_.data(), r_, scale(), z_row, stream, isa);
   }
 

@@ -22,21 +22,23 @@ namespace detail {
 
 /// buf[0, 2^log_n) = H pad(x . d): the signed, zero-padded transform of the row x[0, n) (signs d_k = +-1, n <=
 /// 2^log_n, buf must not overlap x or d) on the instruction set `isa` (supported). Every path gives the bits of
-/// `buf_k = x_k d_k (0 beyond n)` followed by fwht_unchecked.
+/// `buf_k = x_k d_k (0 beyond n)` followed by fwht_unchecked. `ahead`: null, or the row of n elements the caller
+/// transforms next, which the vector paths prefetch into L2 while they read x (the result does not depend on it).
 template <class T>
-void srht_transform_row(const T* x, const T* d, index_t n, T* buf, int log_n, CpuIsa isa) {
+void srht_transform_row(const T* x, const T* d, index_t n, T* buf, int log_n, CpuIsa isa, const T* ahead = nullptr) {
 #if COMPACT_DETAIL_AVX512_COMPILED
   if (isa == CpuIsa::kAvx512 && log_n >= avx512::kFwhtMinLog<T>) {
-    avx512::fwht_signed(x, d, n, buf, log_n);
+    avx512::fwht_signed(x, d, n, buf, log_n, ahead);
     return;
   }
 #endif
 #if COMPACT_DETAIL_HAS_X86_PATHS
   if (isa != CpuIsa::kScalar && log_n >= avx2::kFwhtMinLog<T>) {
-    avx2::fwht_signed(x, d, n, buf, log_n);
+    avx2::fwht_signed(x, d, n, buf, log_n, ahead);
     return;
   }
 #endif
+  (void)ahead;
   const index_t np = index_t{1} << log_n;
   for (index_t k = 0; k < n; ++k) buf[k] = x[k] * d[k];  // exact: d_k = +-1
   for (index_t k = n; k < np; ++k) buf[k] = T(0);
