@@ -202,8 +202,7 @@ class SrhtCpuProjector : public ProjectorCore {
   double transform_flops(index_t rows) const { return double(rows) * double(padded_) * double(log_padded_ + 1); }
 
   /// z_row[j] = scale * (H pad(x_row . d))[S_j], using buf (n' Scalars); `next` (or null) is the row after, prefetched.
-  void sketch_row(const Scalar* x_row, Scalar* z_row, Scalar* buf, bool stream, CpuIsa isa,
-                  const Scalar* next) const {
+  void sketch_row(const Scalar* x_row, Scalar* z_row, Scalar* buf, bool stream, CpuIsa isa, const Scalar* next) const {
     detail::srht_transform_row(x_row, signs_.data(), n_, buf, log_padded_, isa, next);
     detail::srht_gather_row(buf, sample32_.data(), r_, scale(), z_row, stream, isa);
   }
