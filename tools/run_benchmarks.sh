@@ -16,8 +16,10 @@
 # SKIP_BUILD (0/1), COMPACT_CPU_ISA (scalar/avx2/avx512: a cap, passed through to the binaries),
 # OMP_WAIT_POLICY (passive) and OPENBLAS_THREAD_TIMEOUT (4): the baselines' thread pools (Eigen's OpenMP GEMM,
 # OpenBLAS's threads) sleep after a call instead of spinning, so that the row that runs next (interleaved at random,
-# often one of compact's, whose pool sleeps) gets both cores. With the defaults, a B = 256 Rademacher sketch measured
-# 22-24 ms right after Eigen's threaded GEMM against 16-17 ms with them (docs/benchmarks.md, "Spinning baselines").
+# often one of compact's, whose pool sleeps) gets both cores; bench_threads keeps the caller's OMP_WAIT_POLICY (its
+# OpenMP rows measure the default). With the defaults, a B = 256 Rademacher sketch measured 22-24 ms right after
+# Eigen's threaded GEMM against 16-17 ms with them (docs/benchmarks.md, "Gaussian at B = 256, and the spinning
+# baselines").
 # Medians over the repetitions; benchmarks are interleaved at random so that drift on a shared machine spreads over
 # ours and the baselines alike. One process per binary, so each ratio compares rows measured side by side.
 set -euo pipefail
@@ -32,6 +34,7 @@ JOBS="${JOBS:-2}"
 FILTER="${FILTER:-.}"
 TARGETS="${TARGETS:-0}"
 export COMPACT_BENCH_FULL="${FULL:-0}"
+CALLER_OMP_WAIT_POLICY="${OMP_WAIT_POLICY-}"  # bench_threads runs under the caller's (its OpenMP rows are the old way)
 export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-passive}" OPENBLAS_THREAD_TIMEOUT="${OPENBLAS_THREAD_TIMEOUT:-4}"
 LOAD_START="$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown)"
 
@@ -65,8 +68,14 @@ for bench in bench_generate bench_sketch bench_fwht bench_threads; do
   [[ -x "$exe" ]] || continue
   echo "== $bench (repetitions: $REPS, load average: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null))" >&2
   rm -f "$OUT_DIR/$bench.json"
-  "$exe" --benchmark_filter="$(filter_for "$bench")" --benchmark_repetitions="$REPS" --benchmark_min_time="$MIN_TIME" \
-    --benchmark_report_aggregates_only=true --benchmark_enable_random_interleaving=true \
+  policy=(env)
+  if [[ "$bench" == bench_threads && -n "$CALLER_OMP_WAIT_POLICY" ]]; then
+    policy=(env OMP_WAIT_POLICY="$CALLER_OMP_WAIT_POLICY")
+  elif [[ "$bench" == bench_threads ]]; then
+    policy=(env -u OMP_WAIT_POLICY)
+  fi
+  "${policy[@]}" "$exe" --benchmark_filter="$(filter_for "$bench")" --benchmark_repetitions="$REPS" \
+    --benchmark_min_time="$MIN_TIME" --benchmark_report_aggregates_only=true --benchmark_enable_random_interleaving=true \
     --benchmark_out="$OUT_DIR/$bench.json" --benchmark_out_format=json >&2
   ran+=("$OUT_DIR/$bench.json")
 done
