@@ -11,7 +11,13 @@
 ///                                each once; the time is the target's call alone (manual time)
 ///   BM_PatternFreshScratch_Cpu_<Dist>  the same pattern with a scratch allocated and freed around every call (what
 ///                                the allocating overloads did before they kept the thread's scratch)
-/// Counter faults/call: minor page faults of the process during the timed call (getrusage), averaged.
+///   BM_PatternProduced_Cpu_<Dist>  the same pattern with every projector's input written just before its sketch (by a
+///                                copy on the calling thread, untimed), as in training, where a layer's input is the
+///                                output the previous operation has just written; in the other pattern rows each
+///                                projector reads an input last touched a step ago, which the step's other calls have
+///                                evicted from the caches
+/// Counters: faults/call, the minor page faults of the process during the timed call (getrusage), averaged; steady_ms
+/// and pattern/steady, the target's steady-state call timed in the same iterations (side by side).
 #include <benchmark/benchmark.h>
 
 #include <compact/compact.hpp>
@@ -20,9 +26,11 @@
 
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -46,10 +54,14 @@ template <class Dist>
 struct Layer {
   Layer(Shape s, std::uint64_t stream)
       : proj(s.n, s.r, compact::SketchState{2024, stream, 0}),
-        x(random_matrix(s.b, s.n, unsigned(stream))),
+        source(random_matrix(s.b, s.n, unsigned(stream))),
+        x(source),
         z(s.b, s.r) {}
   compact::Projector<compact::Cpu, Dist, float> proj;
-  Matrix x, z;
+  Matrix source, x, z;
+
+  /// Writes the input, as the operation before this layer would (the same values every time).
+  void produce() { std::copy(source.data(), source.data() + source.size(), x.data()); }
 
   /// The allocating sketch, or (fresh) the Workspace overload with a scratch allocated for this call alone.
   void call(bool fresh) {
@@ -104,8 +116,17 @@ double timed_call(Layer<Dist>& layer, bool fresh, long* faults) {
   return std::chrono::duration<double>(t1 - t0).count();
 }
 
+/// How the pattern rows call: the kept scratch on stale inputs, a fresh scratch per call, or the kept scratch on
+/// inputs written just before each call.
+enum class Mode { kept, fresh_scratch, produced };
+
 template <class Dist>
-void BM_Pattern(benchmark::State& state, Shape s, bool fresh) {
+void BM_Pattern(benchmark::State& state, Shape s, Mode mode) {
+  const bool fresh = mode == Mode::fresh_scratch;
+  const auto call = [&](Layer<Dist>& layer) {
+    if (mode == Mode::produced) layer.produce();
+    layer.call(fresh);
+  };
   std::vector<std::unique_ptr<Layer<Dist>>> model;
   std::uint64_t stream = 100;
   for (const Shape& m : model_shapes()) model.push_back(std::make_unique<Layer<Dist>>(m, stream++));
@@ -115,11 +136,12 @@ void BM_Pattern(benchmark::State& state, Shape s, bool fresh) {
   long faults = 0, steady_faults = 0;
   double pattern_s = 0, steady_s = 0;
   for (auto _ : state) {
-    for (std::size_t k = 0; k < middle; ++k) model[k]->call(fresh);
+    for (std::size_t k = 0; k < middle; ++k) call(*model[k]);
+    if (mode == Mode::produced) target.produce();
     const double t = timed_call(target, fresh, &faults);
     state.SetIterationTime(t);
     pattern_s += t;
-    for (std::size_t k = middle; k < model.size(); ++k) model[k]->call(fresh);
+    for (std::size_t k = middle; k < model.size(); ++k) call(*model[k]);
     // The steady-state loop side by side, under the same load: the target twice more in a row, the last one timed.
     target.call(fresh);
     steady_s += timed_call(target, fresh, &steady_faults);
@@ -135,14 +157,14 @@ void add_rows(const std::string& dist, Shape s) {
   benchmark::RegisterBenchmark(("BM_Steady_Cpu_" + dist + shape).c_str(), BM_Steady<Dist>, s)
       ->UseRealTime()
       ->Unit(benchmark::kMillisecond);
-  benchmark::RegisterBenchmark(("BM_Pattern_Cpu_" + dist + shape).c_str(), BM_Pattern<Dist>, s, false)
-      ->UseManualTime()
-      ->Iterations(20)
-      ->Unit(benchmark::kMillisecond);
-  benchmark::RegisterBenchmark(("BM_PatternFreshScratch_Cpu_" + dist + shape).c_str(), BM_Pattern<Dist>, s, true)
-      ->UseManualTime()
-      ->Iterations(20)
-      ->Unit(benchmark::kMillisecond);
+  for (const auto& [name, mode] :
+       {std::pair{"BM_Pattern_Cpu_", Mode::kept}, std::pair{"BM_PatternFreshScratch_Cpu_", Mode::fresh_scratch},
+        std::pair{"BM_PatternProduced_Cpu_", Mode::produced}}) {
+    benchmark::RegisterBenchmark((name + dist + shape).c_str(), BM_Pattern<Dist>, s, mode)
+        ->UseManualTime()
+        ->Iterations(20)
+        ->Unit(benchmark::kMillisecond);
+  }
 }
 
 void register_all() {
