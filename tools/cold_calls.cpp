@@ -7,21 +7,12 @@
 ///   ./a.out 1024 512 128
 #include <compact/compact.hpp>
 
-#include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
 
-namespace {
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-}  // namespace
+#include "timing.hpp"
 
 int main(int argc, char** argv) {
   using compact::index_t;
@@ -36,9 +27,8 @@ int main(int argc, char** argv) {
   const compact::Projector<compact::Cpu, compact::Srht, float> p(n, r, compact::SketchState{1, 2, 3});
   std::vector<char> evict(std::size_t{96} << 20, 1);
   const auto call = [&] {
-    const auto t0 = std::chrono::steady_clock::now();
-    p.sketch(compact::detail::as_view<float>(x), compact::detail::as_mutable_view<float>(z));
-    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    return compact_tools::time_ms(
+        [&] { p.sketch(compact::detail::as_view<float>(x), compact::detail::as_mutable_view<float>(z)); });
   };
   std::vector<double> hot, cold, cold_but_x;
   volatile float sink = 0;
@@ -54,6 +44,7 @@ int main(int argc, char** argv) {
     cold_but_x.push_back(call());
   }
   (void)sink;
+  using compact_tools::median;
   const double h = median(hot), c = median(cold), cx = median(cold_but_x);
   std::printf(
       "SRHT B = %d, n = %d, r = %d (ms, medians of 41): hot %.3f, caches evicted %.3f (%.2fx), evicted and x "

@@ -7,10 +7,10 @@
 
 #include <sys/resource.h>
 
-#include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <vector>
+
+#include "timing.hpp"
 
 namespace {
 
@@ -31,16 +31,14 @@ void run(const char* name, int calls) {
   long faults = 0;
   for (int k = 0; k < calls; ++k) {
     const long f0 = minor_faults();
-    const auto t0 = std::chrono::steady_clock::now();
-    p.sketch(compact::detail::as_view<float>(x), compact::detail::as_mutable_view<float>(z));
-    const auto t1 = std::chrono::steady_clock::now();
+    const double t = compact_tools::time_ms(
+        [&] { p.sketch(compact::detail::as_view<float>(x), compact::detail::as_mutable_view<float>(z)); });
     if (k == 0) continue;  // the thread's first call faults its scratch in whatever the allocator does
-    ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+    ms.push_back(t);
     faults += minor_faults() - f0;
   }
-  std::sort(ms.begin(), ms.end());
   std::printf("%s B = %d, n = %d, r = %d: median of calls 2..%d %.2f ms, %.0f minor faults per call\n", name, int(b),
-              int(n), int(r), calls, ms[ms.size() / 2], double(faults) / double(ms.size()));
+              int(n), int(r), calls, compact_tools::median(ms), double(faults) / double(ms.size()));
 }
 
 }  // namespace

@@ -7,31 +7,15 @@
 ///   OMP_WAIT_POLICY=passive ./a.out 256
 #include <compact/compact.hpp>
 
-#include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
 
-namespace {
-
-template <class F>
-double time_ms(F&& f) {
-  const auto t0 = std::chrono::steady_clock::now();
-  f();
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-}
-
-double median_after_warmup(std::vector<double> v) {
-  v.erase(v.begin(), v.begin() + 3);
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-}  // namespace
+#include "timing.hpp"
 
 int main(int argc, char** argv) {
   using compact::index_t;
+  using compact_tools::time_ms;
   const index_t b = argc > 1 ? std::atoi(argv[1]) : 256, n = 4096, r = 1024;
   if (b < 1) {
     std::fprintf(stderr, "usage: sketch_parts [B >= 1] (got %s)\n", argv[1]);
@@ -52,6 +36,7 @@ int main(int argc, char** argv) {
     stored.push_back(time_ms([&] { z.noalias() = x * p; }));
     rad.push_back(time_ms([&] { rademacher.sketch(xv, zv); }));
   }
+  const auto median_after_warmup = [](const std::vector<double>& v) { return compact_tools::median(v, 3); };
   const double s = median_after_warmup(sketch), g = median_after_warmup(generate), st = median_after_warmup(stored),
                ra = median_after_warmup(rad);
   std::printf(
