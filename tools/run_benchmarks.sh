@@ -34,8 +34,8 @@ JOBS="${JOBS:-2}"
 FILTER="${FILTER:-.}"
 TARGETS="${TARGETS:-0}"
 export COMPACT_BENCH_FULL="${FULL:-0}"
-CALLER_OMP_WAIT_POLICY="${OMP_WAIT_POLICY-}"  # bench_threads runs under the caller's (its OpenMP rows are the old way)
-export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-passive}" OPENBLAS_THREAD_TIMEOUT="${OPENBLAS_THREAD_TIMEOUT:-4}"
+WAIT_POLICY="${OMP_WAIT_POLICY:-passive}"  # given to every binary but bench_threads, which inherits the caller's
+export OPENBLAS_THREAD_TIMEOUT="${OPENBLAS_THREAD_TIMEOUT:-4}"
 LOAD_START="$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown)"
 
 # The rows the targets need, per binary (TARGETS=1).
@@ -68,12 +68,8 @@ for bench in bench_generate bench_sketch bench_fwht bench_threads; do
   [[ -x "$exe" ]] || continue
   echo "== $bench (repetitions: $REPS, load average: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null))" >&2
   rm -f "$OUT_DIR/$bench.json"
-  policy=(env)
-  if [[ "$bench" == bench_threads && -n "$CALLER_OMP_WAIT_POLICY" ]]; then
-    policy=(env OMP_WAIT_POLICY="$CALLER_OMP_WAIT_POLICY")
-  elif [[ "$bench" == bench_threads ]]; then
-    policy=(env -u OMP_WAIT_POLICY)
-  fi
+  policy=(env OMP_WAIT_POLICY="$WAIT_POLICY")
+  [[ "$bench" != bench_threads ]] || policy=(env)
   "${policy[@]}" "$exe" --benchmark_filter="$(filter_for "$bench")" --benchmark_repetitions="$REPS" \
     --benchmark_min_time="$MIN_TIME" --benchmark_report_aggregates_only=true --benchmark_enable_random_interleaving=true \
     --benchmark_out="$OUT_DIR/$bench.json" --benchmark_out_format=json >&2
@@ -83,7 +79,8 @@ done
 COMPILER="$(grep -E '^CMAKE_CXX_COMPILER:' "$BUILD_DIR/CMakeCache.txt" 2>/dev/null | cut -d= -f2)"
 COMPILER_VERSION="$("${COMPILER:-c++}" --version 2>/dev/null | head -1)"
 COMMAND="${COMPACT_CPU_ISA:+COMPACT_CPU_ISA=$COMPACT_CPU_ISA }REPS=$REPS MIN_TIME=$MIN_TIME FULL=$COMPACT_BENCH_FULL TARGETS=$TARGETS tools/run_benchmarks.sh" \
-  LOAD_START="$LOAD_START" COMPILER_VERSION="$COMPILER_VERSION" python3 - "$OUT_DIR/summary.json" "${ran[@]}" <<'PY'
+  LOAD_START="$LOAD_START" COMPILER_VERSION="$COMPILER_VERSION" OMP_WAIT_POLICY="$WAIT_POLICY" \
+  python3 - "$OUT_DIR/summary.json" "${ran[@]}" <<'PY'
 import json, os, re, sys, datetime, platform, subprocess
 
 summary_path, inputs = sys.argv[1], sys.argv[2:]
