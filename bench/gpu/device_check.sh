@@ -2,16 +2,20 @@
 # SPDX-License-Identifier: MIT
 # The device check: one command for a machine with an NVIDIA GPU (written for this workplace's H200 image: nvcc 13.0,
 # CMake, ninja, python3 with a CUDA torch; no Debian dev packages, no network). It builds from the toolkit, CMake/ninja
-# and .devdeps/ alone, then runs, ordered by value, each step under `timeout` inside one wall-clock budget:
-#   1. the GPU tests (test_cuda_backend, test_cuda_optimizer), then compute-sanitizer memcheck on both programs'
-#      "sanitize" suites and racecheck + synccheck on the backend's, where the runtime lets the sanitizer reach the
-#      device (gVisor does not: a probe detects that and the summary says so instead of failing);
+# and .devdeps/ alone, then runs, ordered by value, each step under `timeout` with a cap of its own inside one
+# wall-clock budget (COMPACT_CHECK_BUDGET, 400 s; the caps sum to it):
+#   1. the GPU tests (test_cuda_backend, test_cuda_optimizer);
 #   2. the compact_torch CUDA tests (examples/pytorch/tests/test_cuda.py) against compact_torch built with this
 #      machine's python3 and torch;
 #   3. the GPU benchmarks and the torch.randn + matmul baseline (the issue-12 ratios);
-#   4. examples/pytorch/gpu_memory.sh at the paper's shapes, with the time that is left.
-# A skipped GPU test (exit 77, or a pytest skip) is a failure here: this script is for a machine with a GPU. The
-# summary table is printed last; at most eight files go to the log folder ($1, else $OUT, else ./device_check_out).
+#   4. compute-sanitizer memcheck on both programs' "sanitize" suites, racecheck + synccheck on the backend's (on
+#      compact's own kernels only), where the runtime lets the sanitizer reach the device (gVisor does not: a probe
+#      detects that and the summary says so instead of failing);
+#   5. examples/pytorch/gpu_memory.sh at the paper's shapes, with the time the other steps left.
+# A skipped GPU test (exit 77, or a pytest skip) is a failure here: this script is for a machine with a GPU. A step
+# the budget did not reach is NOT RUN, neither pass nor fail: the check still exits non-zero, and the summary prints
+# the command that reruns just those steps (COMPACT_CHECK_STEPS). The summary table is printed last; at most eight
+# files go to the log folder ($1, else $OUT, else ./device_check_out).
 #
 #   bench/gpu/device_check.sh [LOG_DIR]       # on the device (with .devdeps/ carried along)
 #   bench/gpu/device_check.sh --stage-deps    # on a Debian machine with the packages: fill .devdeps/ (about 11 MB)
@@ -26,18 +30,21 @@
 # main path; where CMake is missing or does not configure, the .cu files are compiled with nvcc directly from the same
 # headers (COMPACT_FORCE_NVCC=1 forces that path).
 #
-# Environment: COMPACT_BUILD_DIR (build-device), JOBS (nproc), COMPACT_DEVICE_PYTHON (python3: the interpreter
-# whose torch builds and runs compact_torch), COMPACT_CHECK_BUDGET (400: seconds of wall time for everything),
-# CUDACXX (nvcc), COMPACT_CUDA_ARCH (90), COMPACT_WERROR (OFF; CI's build-only check sets ON).
+# Environment: COMPACT_DEVDEPS (.devdeps), COMPACT_BUILD_DIR (build-device), JOBS (nproc), COMPACT_DEVICE_PYTHON
+# (python3: the interpreter whose torch builds and runs compact_torch), COMPACT_CHECK_BUDGET (400: seconds of wall
+# time for everything),
+# COMPACT_CHECK_STEPS (tests,torch,bench,sanitize,memory: the steps to run, the build always; compact_torch is built
+# only for torch and memory), CUDACXX (nvcc), COMPACT_CUDA_ARCH (90), COMPACT_WERROR (OFF; CI's build-only check
+# sets ON).
 set -u
 cd "$(dirname "$0")/../.."
 root=$(pwd)
-deps="$root/.devdeps"
+deps=${COMPACT_DEVDEPS:-$root/.devdeps}
 mode=run
 case "${1:-}" in
   --stage-deps) mode=stage ;;
   --build-only) mode=build ;;
-  --help | -h) sed -n '2,32p' "$0"; exit 0 ;;
+  --help | -h) sed -n '2,38p' "$0"; exit 0 ;;
 esac
 
 # --- staging (a CPU machine with Debian's libeigen3-dev, doctest-dev, libbenchmark-dev) ---------------------------
@@ -131,7 +138,15 @@ nvcc=${CUDACXX:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
 cuda_root=$(dirname "$(dirname "$(readlink -f "$nvcc")")")
 start=$(date +%s)
 budget=${COMPACT_CHECK_BUDGET:-400}
+steps=",${COMPACT_CHECK_STEPS:-tests,torch,bench,sanitize,memory},"
+wants() { case $steps in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
 now() { echo $(( $(date +%s) - start )); }
+# Each step's cap in seconds, in the order the steps run; they sum to the default budget of 400 s and are scaled to
+# COMPACT_CHECK_BUDGET. What a step leaves unused goes to the memory step (uncapped, last: "with the time left").
+declare -A caps=([build]=140 [backend]=50 [optimizer]=25 [torch]=55 [bench]=45 [baseline]=20 [probe]=15 [memcheck]=15
+                 [racecheck]=15 [synccheck]=10 [memcheck_opt]=10)
+# cap NAME: the step's cap scaled to the budget.
+cap() { echo $(( caps[$1] * budget / 400 )); }
 # limit CAP: seconds a step may take, at most CAP and what is left of the budget (0: no time left).
 limit() {
   local left=$(( budget - $(now) ))
@@ -145,6 +160,14 @@ declare -a rows
 row() { rows+=("$(printf '%-34s %s' "$1" "$2")"); }
 failed=0
 note_fail() { case $1 in FAIL*) failed=1 ;; esac; }
+# A step the budget did not reach: NOT RUN (neither pass nor fail); the check still fails, and the summary says how
+# to rerun the steps named here.
+declare -a not_run
+note_not_run() {
+  row "$2" "NOT RUN (no time left)"
+  failed=1
+  case " ${not_run[*]:-} " in *" $1 "*) ;; *) not_run+=("$1") ;; esac
+}
 
 # Logs (eight files at most): build.log, test.log (GPU tests and sanitizers), torch.log (compact_torch build and
 # tests), bench.log, bench.json, torch.json (the randn + matmul baseline), memory.log, summary.txt.
@@ -253,12 +276,18 @@ build_torch() {
 }
 
 status_build=FAIL status_torch_build="not run"
-# On the device the build shares the budget (200 s at most: about 100 s with 16 cores); a CI machine with 2 cores
-# builds only, so it gets COMPACT_BUILD_TIMEOUT (900 s) instead.
-if [ $mode = build ]; then cap=${COMPACT_BUILD_TIMEOUT:-900}; else cap=$(limit 200); fi
+# On the device the build shares the budget (its cap); a CI machine with 2 cores builds only, so it gets
+# COMPACT_BUILD_TIMEOUT (900 s) instead. compact_torch is built only for the steps that use it.
+if [ $mode = build ]; then cap=${COMPACT_BUILD_TIMEOUT:-900}; else cap=$(limit "$(cap build)"); fi
 torch_info=$(torch_python)
 torch_ok=$?
-if [ $torch_ok = 0 ]; then
+if [ "$cap" = 0 ]; then
+  torch_ok=skip  # no time for the build (`timeout 0` would lift the limit): every step below is NOT RUN
+  status_torch_build="not run"
+elif [ $mode = run ] && ! wants torch && ! wants memory; then
+  torch_ok=skip
+  status_torch_build="not needed (COMPACT_CHECK_STEPS=${COMPACT_CHECK_STEPS:-})"
+elif [ $torch_ok = 0 ]; then
   build_torch "$cap" > "$logs/torch.log" 2>&1 &
   torch_pid=$!
 elif [ $mode = build ]; then
@@ -268,7 +297,11 @@ else
   status_torch_build="FAIL ($py: $torch_info)"  # on the device its CUDA tests must run
   echo "compact_torch: not built, $py: $torch_info" > "$logs/torch.log"
 fi
-if build_cuda "$cap" >> "$logs/build.log" 2>&1; then status_build=pass; fi
+if [ "$cap" = 0 ]; then
+  status_build="NOT RUN"
+elif build_cuda "$cap" >> "$logs/build.log" 2>&1; then
+  status_build=pass
+fi
 if grep -q "^build: nvcc" "$logs/build.log"; then
   test_bin=$build/nvcc/test_cuda_backend optimizer_bin=$build/nvcc/test_cuda_optimizer bench_bin=$build/nvcc/bench_cuda
 else
@@ -278,7 +311,11 @@ if [ $torch_ok = 0 ]; then
   if wait "$torch_pid"; then status_torch_build=pass; else status_torch_build="FAIL (see torch.log)"; fi
 fi
 build_s=$(now)
-row "build (CUDA tests, benchmarks)" "$status_build ($(grep -o '^build: [a-z]*' "$logs/build.log" | cut -c8-), ${build_s}s; sm_$arch)"
+if [ "$status_build" = "NOT RUN" ]; then
+  note_not_run build "build (CUDA tests, benchmarks)"
+else
+  row "build (CUDA tests, benchmarks)" "$status_build ($(grep -o '^build: [a-z]*' "$logs/build.log" | cut -c8-), ${build_s}s; sm_$arch)"
+fi
 row "build compact_torch (CUDA)" "$status_torch_build"
 note_fail "$status_build"
 
@@ -292,70 +329,35 @@ if [ $mode = build ]; then
 fi
 note_fail "$status_torch_build"
 
-# --- 1. GPU tests, then the sanitizers on the "sanitize" suites ----------------------------------------------------
+# --- 1. GPU tests ------------------------------------------------------------------------------------------------
 : > "$logs/test.log"
 run_test() {  # run_test NAME BIN CAP: the whole program; exit 77 (no device) counts as a failure
-  local t rc
+  local t rc v
   t=$(limit "$3")
+  if [ "$t" = 0 ]; then note_not_run tests "$1"; return; fi
   if [ ! -x "$2" ]; then row "$1" "FAIL (not built)"; failed=1; return; fi
-  if [ "$t" = 0 ]; then row "$1" "FAIL (no time left)"; failed=1; return; fi
   echo "=== $1 ($2, limit ${t}s)" >> "$logs/test.log"
   timeout "$t" "$2" >> "$logs/test.log" 2>&1
   rc=$?
-  local v
   v=$(verdict $rc)
   row "$1" "$v ($(grep -E '^\[doctest\] test cases' "$logs/test.log" | tail -1 | sed 's/\[doctest\] //'))"
   note_fail "$v"
 }
-run_test "gpu tests: test_cuda_backend" "$test_bin" 90
-run_test "gpu tests: test_cuda_optimizer" "$optimizer_bin" 45
-
-sanitizer=$(command -v compute-sanitizer || echo "$cuda_root/bin/compute-sanitizer")
-sanitize() {  # sanitize TOOL BIN CAP [doctest filters...]
-  local tool=$1 bin=$2 t rc
-  t=$(limit "$3")
-  shift 3
-  if [ "$t" = 0 ]; then echo "FAIL (no time left)"; return; fi
-  echo "=== compute-sanitizer --tool $tool $(basename "$bin") $* (limit ${t}s)" >> "$logs/test.log"
-  timeout "$t" "$sanitizer" --tool "$tool" --error-exitcode 1 "$bin" "$@" > "$logs/sanitize.tmp" 2>&1
-  rc=$?
-  cat "$logs/sanitize.tmp" >> "$logs/test.log"
-  if [ $rc = 0 ]; then
-    echo "pass ($(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$logs/sanitize.tmp" | tail -1 | sed 's/^========= //'))"
-  else
-    verdict $rc
-  fi
-}
-if [ ! -x "$sanitizer" ]; then
-  row "compute-sanitizer" "FAIL (not found at $sanitizer)"
-  failed=1
-elif [ -x "$test_bin" ]; then
-  probe=$(sanitize memcheck "$test_bin" 40 --test-suite=sanitize "--test-case=sanitizer probe*")
-  if [ "${probe%% *}" != pass ] && grep -qiE "device not supported|not supported on this|error 999|cudaErrorUnknown|unknown error" "$logs/sanitize.tmp"; then
-    # The sanitizer cannot reach the device on this runtime: reported, not failed (the tests above ran without it).
-    row "compute-sanitizer" "unavailable on $runtime: $(grep -iE -m1 'not supported|999|unknown error' "$logs/sanitize.tmp" | cut -c1-80)"
-  else
-    row "sanitizer probe (memcheck)" "$probe"
-    note_fail "$probe"
-    if [ "${probe%% *}" = pass ]; then
-      for tool in memcheck racecheck synccheck; do
-        v=$(sanitize "$tool" "$test_bin" 60 --test-suite=sanitize)
-        row "$tool: test_cuda_backend sanitize" "$v"
-        note_fail "$v"
-      done
-      if [ -x "$optimizer_bin" ]; then
-        v=$(sanitize memcheck "$optimizer_bin" 40 --test-suite=sanitize)
-        row "memcheck: test_cuda_optimizer sanitize" "$v"
-        note_fail "$v"
-      fi
-    fi
-  fi
-  rm -f "$logs/sanitize.tmp"
+if wants tests; then
+  run_test "gpu tests: test_cuda_backend" "$test_bin" "$(cap backend)"
+  run_test "gpu tests: test_cuda_optimizer" "$optimizer_bin" "$(cap optimizer)"
 fi
 
 # --- 2. compact_torch's CUDA tests ----------------------------------------------------------------------------------
-if [ "$status_torch_build" = pass ]; then
-  t=$(limit 90)
+if ! wants torch; then
+  :
+elif [ "$(limit "$(cap torch)")" = 0 ]; then
+  note_not_run torch "compact_torch CUDA tests"
+elif [ "$status_torch_build" != pass ]; then
+  row "compact_torch CUDA tests" "FAIL (not built: $status_torch_build)"
+  failed=1
+else
+  t=$(limit "$(cap torch)")
   echo "=== pytest examples/pytorch/tests/test_cuda.py (limit ${t}s)" >> "$logs/torch.log"
   PYTHONPATH="$torch_build/lib" PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 timeout "$t" "$py" -m pytest -q -rs \
     -p no:cacheprovider examples/pytorch/tests/test_cuda.py >> "$logs/torch.log" 2>&1
@@ -366,49 +368,130 @@ if [ "$status_torch_build" = pass ]; then
   if [ "$v" = pass ] && echo "$line" | grep -qE '[0-9]+ skipped'; then v="FAIL (tests skipped)"; fi
   row "compact_torch CUDA tests" "$v ($line)"
   note_fail "$v"
-else
-  row "compact_torch CUDA tests" "not run (build: $status_torch_build)"
 fi
 
 # --- 3. benchmarks and the torch baseline ---------------------------------------------------------------------------
-status_bench="not run"
-t=$(limit 60)
-if [ -x "$bench_bin" ] && [ "$t" != 0 ]; then
-  timeout "$t" "$bench_bin" --benchmark_out="$logs/bench.json" --benchmark_out_format=json > "$logs/bench.log" 2>&1
-  rc=$?
-  status_bench=$([ $rc = 0 ] && echo ran || echo "did not finish: exit $rc (reported, not counted as a failure)")
-fi
-row "benchmarks (bench_cuda)" "$status_bench"
-t=$(limit 30)
-if [ "$t" != 0 ]; then
-  echo "=== torch baseline ($py)" >> "$logs/bench.log"
-  timeout "$t" "$py" bench/gpu/torch_baseline.py "$logs/torch.json" >> "$logs/bench.log" 2>&1
-  rc=$?
-  row "torch randn + matmul baseline" "$([ $rc = 0 ] && echo ran || echo "not measured (exit $rc)")"
+if wants bench; then
+  t=$(limit "$(cap bench)")
+  if [ "$t" = 0 ]; then
+    note_not_run bench "benchmarks (bench_cuda)"
+  elif [ ! -x "$bench_bin" ]; then
+    row "benchmarks (bench_cuda)" "FAIL (not built)"
+    failed=1
+  else
+    timeout "$t" "$bench_bin" --benchmark_out="$logs/bench.json" --benchmark_out_format=json > "$logs/bench.log" 2>&1
+    rc=$?
+    row "benchmarks (bench_cuda)" "$([ $rc = 0 ] && echo ran || echo "did not finish: exit $rc (reported, not counted as a failure)")"
+  fi
+  t=$(limit "$(cap baseline)")
+  if [ "$t" = 0 ]; then
+    note_not_run bench "torch randn + matmul baseline"
+  else
+    echo "=== torch baseline ($py)" >> "$logs/bench.log"
+    timeout "$t" "$py" bench/gpu/torch_baseline.py "$logs/torch.json" >> "$logs/bench.log" 2>&1
+    rc=$?
+    row "torch randn + matmul baseline" "$([ $rc = 0 ] && echo ran || echo "not measured (exit $rc)")"
+  fi
 fi
 
-# --- 4. peak memory at the paper's shapes, with what is left -------------------------------------------------------
-t=$(limit 600)
-if [ "$status_torch_build" = pass ] && [ "$t" -ge 60 ]; then
-  # gpu_memory.sh builds into build-gpu/ (already done: a no-op) and, with COMPACT_SKIP_TESTS=1, leaves its test
-  # step to the one above. A timeout leaves the configurations measured so far in memory.log.
-  OUT="$build/memory" PY="$py" TORCH_CUDA_ARCH_LIST="${arch:0:1}.${arch:1}" EIGEN3_INCLUDE_DIR="$deps/include/eigen3" \
-    COMPACT_SKIP_TESTS=1 PYTHONUNBUFFERED=1 timeout "$t" examples/pytorch/gpu_memory.sh > "$logs/memory.log" 2>&1
+# --- 4. the sanitizers on the "sanitize" suites ------------------------------------------------------------------------
+# racecheck and synccheck look at compact's own kernels only (their names hold "compact"): a hazard they report inside
+# cuBLAS or Thrust is not compact's to fix. memcheck checks every kernel: an out-of-bounds access inside cuBLAS can
+# come from the arguments compact passes.
+sanitizer=$(command -v compute-sanitizer || echo "$cuda_root/bin/compute-sanitizer")
+sanitize() {  # sanitize TOOL BIN CAP [doctest filters...]: prints the verdict, or "NOT RUN" without time
+  local tool=$1 bin=$2 t rc filter=()
+  t=$(limit "$3")
+  shift 3
+  if [ "$t" = 0 ]; then echo "NOT RUN"; return; fi
+  case $tool in racecheck | synccheck) filter=("${kernel_filter[@]}") ;; esac
+  echo "=== compute-sanitizer --tool $tool ${filter[*]} $(basename "$bin") $* (limit ${t}s)" >> "$logs/test.log"
+  timeout "$t" "$sanitizer" --tool "$tool" "${filter[@]}" --error-exitcode 1 "$bin" "$@" > "$logs/sanitize.tmp" 2>&1
   rc=$?
-  row "gpu_memory.sh (paper shapes)" "$([ $rc = 0 ] && echo ran || echo "stopped: exit $rc (reported, not counted as a failure)"), $(grep -c 'peak memory' "$logs/memory.log") runs, ${t}s allowed"
+  cat "$logs/sanitize.tmp" >> "$logs/test.log"
+  if [ $rc = 0 ]; then
+    echo "pass ($(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$logs/sanitize.tmp" | tail -1 | sed 's/^========= //'))"
+  else
+    verdict $rc
+  fi
+}
+# sanitize_row NAME TOOL BIN CAP [filters...]
+sanitize_row() {
+  local name=$1 v
+  shift
+  v=$(sanitize "$@")
+  if [ "$v" = "NOT RUN" ]; then note_not_run sanitize "$name"; else row "$name" "$v"; note_fail "$v"; fi
+}
+if ! wants sanitize; then
+  :
+elif [ "$(limit "$(cap probe)")" = 0 ]; then
+  note_not_run sanitize "compute-sanitizer (all four runs)"
+elif [ ! -x "$sanitizer" ]; then
+  row "compute-sanitizer" "FAIL (not found at $sanitizer)"
+  failed=1
+elif [ ! -x "$test_bin" ]; then
+  row "compute-sanitizer" "FAIL (test_cuda_backend not built)"
+  failed=1
 else
-  row "gpu_memory.sh (paper shapes)" "not run ($( [ "$status_torch_build" = pass ] && echo "${t}s left" || echo "no compact_torch"))"
+  # The kernel filter's spelling: --kernel-name (Compute Sanitizer 2022.1 and later), else --filter (older).
+  if "$sanitizer" --help 2>&1 | grep -q -- '--kernel-name '; then kernel_filter=(--kernel-name kns=compact)
+  elif "$sanitizer" --help 2>&1 | grep -q -- '--filter '; then kernel_filter=(--filter kns=compact)
+  else kernel_filter=(); fi
+  probe=$(sanitize memcheck "$test_bin" "$(cap probe)" --test-suite=sanitize "--test-case=sanitizer probe*")
+  if [ "$probe" = "NOT RUN" ]; then
+    note_not_run sanitize "sanitizer probe (memcheck)"
+  elif [ "${probe%% *}" != pass ] && grep -qiE "device not supported|not supported on this|error 999|cudaErrorUnknown|unknown error" "$logs/sanitize.tmp"; then
+    # The sanitizer cannot reach the device on this runtime: reported, not failed (the tests above ran without it).
+    row "compute-sanitizer" "unavailable on $runtime: $(grep -iE -m1 'not supported|999|unknown error' "$logs/sanitize.tmp" | cut -c1-80)"
+  else
+    row "sanitizer probe (memcheck)" "$probe"
+    note_fail "$probe"
+    if [ "${probe%% *}" = pass ]; then
+      [ ${#kernel_filter[@]} -gt 0 ] || row "sanitizer kernel filter" "none known to this compute-sanitizer: every kernel checked"
+      for tool in memcheck racecheck synccheck; do
+        sanitize_row "$tool: test_cuda_backend sanitize" "$tool" "$test_bin" "$(cap "$tool")" --test-suite=sanitize
+      done
+      if [ -x "$optimizer_bin" ]; then
+        sanitize_row "memcheck: test_cuda_optimizer sanitize" memcheck "$optimizer_bin" "$(cap memcheck_opt)" \
+          --test-suite=sanitize
+      fi
+    fi
+  fi
+  rm -f "$logs/sanitize.tmp"
+fi
+
+# --- 5. peak memory at the paper's shapes, with what is left -------------------------------------------------------
+if wants memory; then
+  t=$(limit 600)
+  if [ "$status_torch_build" = pass ] && [ "$t" -ge 60 ]; then
+    # gpu_memory.sh builds into build-gpu/ (already done: a no-op) and, with COMPACT_SKIP_TESTS=1, leaves its test
+    # step to the one above. A timeout leaves the configurations measured so far in memory.log.
+    OUT="$build/memory" PY="$py" TORCH_CUDA_ARCH_LIST="${arch:0:1}.${arch:1}" EIGEN3_INCLUDE_DIR="$deps/include/eigen3" \
+      COMPACT_SKIP_TESTS=1 PYTHONUNBUFFERED=1 timeout "$t" examples/pytorch/gpu_memory.sh > "$logs/memory.log" 2>&1
+    rc=$?
+    row "gpu_memory.sh (paper shapes)" "$([ $rc = 0 ] && echo ran || echo "stopped: exit $rc (reported, not counted as a failure)"), $(grep -c 'peak memory' "$logs/memory.log") runs, ${t}s allowed"
+  elif [ "$status_torch_build" = pass ] || [ "$t" -lt 60 ]; then
+    row "gpu_memory.sh (paper shapes)" "not run: ${t}s left (it runs with what the other steps leave; reported, not counted)"
+  else
+    row "gpu_memory.sh (paper shapes)" "not run (no compact_torch)"
+  fi
 fi
 
 # --- summary, last --------------------------------------------------------------------------------------------------
 {
   echo
   gpu=$(timeout 5 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)
-  echo "device_check on ${gpu:-no GPU seen by nvidia-smi}, $runtime; total $(now)s; logs in $logs"
+  echo "device_check on ${gpu:-no GPU seen by nvidia-smi}, $runtime; total $(now)s of ${budget}s; logs in $logs"
   [ -s "$logs/bench.json" ] && "$py" bench/gpu/summarize.py "$logs" 2>/dev/null
   grep -E "^(config|llama)" "$logs/memory.log" 2>/dev/null | tail -n 25
   echo
   printf '%s\n' "${rows[@]}"
+  if [ ${#not_run[@]} -gt 0 ]; then
+    list=$(printf '%s\n' "${not_run[@]}" | grep -vx build | paste -sd, -)  # the build always runs
+    [ -n "$list" ] || list=tests,torch,bench,sanitize,memory
+    echo "not reached within ${budget}s: ${not_run[*]}. Rerun just those (the build comes first again on a fresh machine):"
+    echo "  run(command=\"COMPACT_CHECK_STEPS=$list bench/gpu/device_check.sh\", carry=[\".devdeps\"], timeout_s=480)"
+  fi
   echo "device_check: $([ $failed = 0 ] && echo PASS || echo FAIL)"
 } | tee "$logs/summary.txt"
 exit $failed

@@ -712,6 +712,17 @@ struct SecondStream {
   ~SecondStream() { cudaStreamDestroy(stream); }
 };
 
+/// Gives the handle of `backend` back to cuBLAS's own workspace pool on `backend.stream` when it goes out of scope:
+/// a test that lent the handle a workspace of its own frees it afterwards, and a GEMM issued later must not write
+/// there.
+struct WorkspaceReset {
+  const compact::Cuda& backend;
+  ~WorkspaceReset() {
+    cudaStreamSynchronize(backend.stream);  // the GEMMs that used the lent workspace are done before it is freed
+    cublasSetStream(backend.cublas, backend.stream);  // resets the handle's workspace to the default pool
+  }
+};
+
 /// Orders work on one stream after the work issued so far on another, through an event (no host synchronization).
 struct StreamOrder {
   cudaEvent_t event = nullptr;
@@ -739,6 +750,10 @@ TEST_CASE(
   compact::Cuda backend = gpu().backend;
   backend.cublas_workspace = thrust::raw_pointer_cast(other.cublas_workspace.data());
   backend.cublas_workspace_bytes = other.cublas_workspace.size();
+  // The shared handle ends this test on its own stream with cuBLAS's pool again (cublasSetStream resets the
+  // workspace), before `other` frees the workspace lent to it; declared after `other`, so it runs first, also when a
+  // check throws.
+  const WorkspaceReset reset{gpu().backend};
   Fixture<compact::Gaussian, float> f(256, 64, SketchState{1, 2, 3});
   const G p(256, 64, SketchState{1, 2, 3}, backend, compact::as_workspace(f.workspace));
   const thrust::device_vector<float> x = upload(random_scalars<float>(8 * 256, 4));
@@ -865,22 +880,34 @@ TEST_CASE("the SRHT plan and scratch follow the device: one pass up to its share
   gpu().sync();
 }
 
-TEST_CASE("fp32 GEMMs run in fp32 on a handle set to TF32, and the handle's math mode is restored after") {
-  // A short reduction (K = 32) makes the fp32 bound 2 K 2^-24 sum|terms| far tighter than TF32's 10-bit inputs
-  // (relative error up to 2^-11 per product), so a TF32 GEMM would fail check_sketch/check_unsketch.
+/// Sets the shared handle's math mode for one test and puts the previous mode back when the test ends, also when a
+/// check in it throws.
+struct MathModeScope {
+  cublasHandle_t handle;
   cublasMath_t before = CUBLAS_DEFAULT_MATH;
+  MathModeScope(cublasHandle_t h, cublasMath_t mode) : handle(h) {
+    compact::detail::check_cublas(cublasGetMathMode(handle, &before), "cublasGetMathMode");
+    compact::detail::check_cublas(cublasSetMathMode(handle, mode), "cublasSetMathMode");
+  }
+  ~MathModeScope() { cublasSetMathMode(handle, before); }
+  MathModeScope(const MathModeScope&) = delete;
+  MathModeScope& operator=(const MathModeScope&) = delete;
+};
+
+TEST_CASE("fp32 GEMMs run in fp32 on a handle set to TF32, and the handle's math mode is restored after") {
+  // A short reduction (K = 32: n for the sketch, r for unsketch_grad and compressed_grad's rows) makes the fp32 bound
+  // 2 K 2^-24 sum|terms| far tighter than TF32's 10-bit inputs (relative error up to 2^-11 per product), so a TF32
+  // GEMM would fail check_sketch/check_unsketch. Shapes keep 1 <= r <= n.
   const cublasHandle_t handle = gpu().backend.cublas;
-  compact::detail::check_cublas(cublasGetMathMode(handle, &before), "cublasGetMathMode");
   const auto tf32 =
       static_cast<cublasMath_t>(CUBLAS_TF32_TENSOR_OP_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION);
-  compact::detail::check_cublas(cublasSetMathMode(handle, tf32), "cublasSetMathMode");
-  check_sketch<compact::Gaussian, float>(1024, 32, 1024, 0);
+  const MathModeScope scope(handle, tf32);
+  check_sketch<compact::Gaussian, float>(1024, 32, 16, 0);
   check_unsketch<compact::Rademacher, float>(1024, 1024, 32, 0, 1.0f, 0.0f);
   check_compressed_grad<float, float>(32, 0.0f);
   cublasMath_t after = CUBLAS_DEFAULT_MATH;
   compact::detail::check_cublas(cublasGetMathMode(handle, &after), "cublasGetMathMode");
   CHECK(after == tf32);
-  compact::detail::check_cublas(cublasSetMathMode(handle, before), "cublasSetMathMode");
 }
 
 TEST_CASE("a later SRHT projector never lowers an earlier one's shared-memory limit (rows of 2^15, then 2^14)") {
