@@ -48,6 +48,12 @@ struct Gpu {
   static constexpr int kReps = 10;
 };
 
+/// Google Benchmark's MinTime for every row, in seconds of reported (manual) time, which is one call's: an iteration
+/// runs 2 x kReps calls (work and baseline) and two event waits, so a row takes about 20x this when device-bound and
+/// more when launch-bound. 0.1 s took over 45 s for the first 14 rows on an H200 (2026-12-04); 0.02 s leaves each
+/// row hundreds of iterations of ten calls.
+constexpr double kMinTime = 0.02;
+
 Gpu& gpu() {
   static Gpu g;
   return g;
@@ -278,7 +284,7 @@ void dense_shapes(benchmark::internal::Benchmark* b) {
       for (index_t r : {n / 8, n / 4, n / 2}) b->Args({batch, n, r});
     }
   }
-  b->UseManualTime()->MinTime(0.1)->Unit(benchmark::kMicrosecond);
+  b->UseManualTime()->MinTime(kMinTime)->Unit(benchmark::kMicrosecond);
 }
 
 }  // namespace
@@ -291,7 +297,7 @@ BENCHMARK_TEMPLATE(BM_Sketch_Cuda, compact::Gaussian, compact::PanelSchedule::kO
     ->Args({4096, 4096, 1024})
     ->Args({4096, 4096, 2048})
     ->UseManualTime()
-    ->MinTime(0.1)
+    ->MinTime(kMinTime)
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Window_Cuda_Gaussian)
     ->Args({4096, 4096, 1024, 0})
@@ -299,14 +305,14 @@ BENCHMARK(BM_Window_Cuda_Gaussian)
     ->Args({256, 4096, 1024, 0})
     ->Args({256, 4096, 1024, 1})
     ->UseManualTime()
-    ->MinTime(0.1)
+    ->MinTime(kMinTime)
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK_TEMPLATE(BM_UnsketchGrad_Cuda, compact::Gaussian)
     ->Name("BM_UnsketchGrad_Cuda_Gaussian")
     ->Args({4096, 4096, 1024})
     ->Args({4096, 4096, 512})
     ->UseManualTime()
-    ->MinTime(0.1)
+    ->MinTime(kMinTime)
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Sketch_Cuda_Srht)
     ->Args({4096, 4096, 1024})
@@ -316,30 +322,30 @@ BENCHMARK(BM_Sketch_Cuda_Srht)
     ->Args({1024, 65536, 4096})   // two passes
     ->Args({128, 1 << 20, 4096})  // two passes, 5 high bits
     ->UseManualTime()
-    ->MinTime(0.1)
+    ->MinTime(kMinTime)
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_CopyBandwidth_Cuda)
     ->Arg(std::int64_t{4096} * 4096 * 2)
     ->UseManualTime()
-    ->MinTime(0.1)
+    ->MinTime(kMinTime)
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_CompressedGrad_Cuda_Bf16ToFp32)
     ->Args({4096, 4096, 1024})
     ->Args({4096, 11008, 512})
     ->UseManualTime()
-    ->MinTime(0.1)
+    ->MinTime(kMinTime)
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK_TEMPLATE(BM_Materialize_Cuda, compact::Gaussian)
     ->Name("BM_Materialize_Cuda_Gaussian")
     ->Args({4096, 1024})
     ->UseManualTime()
-    ->MinTime(0.1)
+    ->MinTime(kMinTime)
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK_TEMPLATE(BM_Materialize_Cuda, compact::Rademacher)
     ->Name("BM_Materialize_Cuda_Rademacher")
     ->Args({4096, 1024})
     ->UseManualTime()
-    ->MinTime(0.1)
+    ->MinTime(kMinTime)
     ->Unit(benchmark::kMicrosecond);
 
 int main(int argc, char** argv) {

@@ -143,8 +143,8 @@ wants() { case $steps in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
 now() { echo $(( $(date +%s) - start )); }
 # Each step's cap in seconds, in the order the steps run; they sum to the default budget of 400 s and are scaled to
 # COMPACT_CHECK_BUDGET. What a step leaves unused goes to the memory step (uncapped, last: "with the time left").
-declare -A caps=([build]=140 [backend]=50 [optimizer]=25 [torch]=55 [bench]=45 [baseline]=20 [probe]=15 [memcheck]=15
-                 [racecheck]=15 [synccheck]=10 [memcheck_opt]=10)
+declare -A caps=([build]=140 [backend]=50 [optimizer]=20 [torch]=50 [bench]=45 [baseline]=20 [probe]=10 [memcheck]=10
+                 [racecheck]=35 [synccheck]=10 [memcheck_opt]=10)
 # cap NAME: the step's cap scaled to the budget.
 cap() { echo $(( caps[$1] * budget / 400 )); }
 # limit CAP: seconds a step may take, at most CAP and what is left of the budget (0: no time left).
@@ -162,7 +162,7 @@ failed=0
 note_fail() { case $1 in FAIL*) failed=1 ;; esac; }
 # A step the budget did not reach: NOT RUN (neither pass nor fail); the check still fails, and the summary says how
 # to rerun the steps named here.
-declare -a not_run
+not_run=()
 note_not_run() {
   row "$2" "NOT RUN (no time left)"
   failed=1
@@ -448,8 +448,18 @@ else
     note_fail "$probe"
     if [ "${probe%% *}" = pass ]; then
       [ ${#kernel_filter[@]} -gt 0 ] || row "sanitizer kernel filter" "none known to this compute-sanitizer: every kernel checked"
-      for tool in memcheck racecheck synccheck; do
+      for tool in memcheck synccheck; do
         sanitize_row "$tool: test_cuda_backend sanitize" "$tool" "$test_bin" "$(cap "$tool")" --test-suite=sanitize
+      done
+      # racecheck one test case at a time (its cap shared among them): a crash under it names the kernel family, and
+      # the other cases still run.
+      mapfile -t cases < <("$test_bin" --test-suite=sanitize --list-test-cases 2>/dev/null |
+                           grep -vE '^(\[doctest\]|=+$|$)' | grep -v '^sanitizer probe')
+      per_case=$(( $(cap racecheck) / (${#cases[@]} > 0 ? ${#cases[@]} : 1) ))
+      [ $per_case -ge 5 ] || per_case=5
+      for c in "${cases[@]}"; do
+        sanitize_row "racecheck: ${c#every kernel on a small shape: }" racecheck "$test_bin" "$per_case" \
+          --test-suite=sanitize "--test-case=$c"
       done
       if [ -x "$optimizer_bin" ]; then
         sanitize_row "memcheck: test_cuda_optimizer sanitize" memcheck "$optimizer_bin" "$(cap memcheck_opt)" \

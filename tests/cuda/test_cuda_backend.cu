@@ -531,7 +531,7 @@ void check_materialized_bits(index_t batch, index_t n, index_t r) {
 template <class Dist, class T>
 void check_materialize_layouts() {
   constexpr index_t kVec = compact::detail::kVec16Elems<T>;
-  const index_t n = 37, r = 77;
+  const index_t n = 77, r = 37;  // odd r: rows that are no multiple of the 16-byte vector at any ld; r <= n
   Fixture<Dist, T> f(n, r, SketchState{2, 7, 1});
   const std::vector<float> want = spec_matrix<Dist>(SketchState{2, 7, 1}, n, r);
   for (index_t phase = 0; phase < kVec; ++phase) {
@@ -833,16 +833,23 @@ TEST_CASE("an earlier, unrelated launch error is not reported as compact's, and 
   Fixture<compact::Srht, float> f(1000, 100, SketchState{1, 1, 1});
   const thrust::device_vector<float> x = upload(random_scalars<float>(4 * 1000, 3));
   thrust::device_vector<float> z(4 * 100);
-  noop_kernel<<<1, 4096, 0, gpu().backend.stream>>>();  // 4096 threads per block: cudaErrorInvalidConfiguration
+  noop_kernel<<<dim3(1, 1u << 17), 1, 0, gpu().backend.stream>>>();  // gridDim.y > 65535: an invalid launch
   CHECK_NOTHROW(f.projector.sketch(compact::device_view(x, 4, 1000), compact::device_view(z, 4, 100)));
   CHECK(cudaGetLastError() == cudaSuccess);
+  // A launch that fails on every device: gridDim.y above 65535. The raw launch's own error is what launch_kernel
+  // must name (the test does not presume which error the driver gives).
+  const dim3 bad_grid(1, 1u << 17);
+  noop_kernel<<<bad_grid, 1, 0, gpu().backend.stream>>>();
+  const cudaError_t raw = cudaGetLastError();
+  REQUIRE_MESSAGE(raw != cudaSuccess, "a launch of gridDim.y = 2^17 was accepted: the test has no failing launch");
   std::string message;
   try {
-    compact::detail::launch_kernel("noop_kernel", [] { noop_kernel<<<1, 4096, 0, gpu().backend.stream>>>(); });
+    compact::detail::launch_kernel("noop_kernel", [&] { noop_kernel<<<bad_grid, 1, 0, gpu().backend.stream>>>(); });
   } catch (const compact::error& e) {
     message = e.what();
   }
-  CHECK(message.find("noop_kernel launch: cudaErrorInvalidConfiguration") != std::string::npos);
+  INFO("launch_kernel's message: \"" << message << "\"; the raw launch gave " << cudaGetErrorName(raw));
+  CHECK(message.find(std::string("noop_kernel launch: ") + cudaGetErrorName(raw)) != std::string::npos);
   CHECK(message.find("already pending") == std::string::npos);
   gpu().sync();
 }
@@ -1062,6 +1069,25 @@ TEST_SUITE("host") {
   }
 }
 
+namespace {
+using SanitizeT = __nv_bfloat16;
+
+/// sketch, unsketch_grad and (when P is small) materialize of one projector on a small batch, then a sync.
+template <class Dist>
+void run_every_kernel(Dist, index_t n, index_t r, std::size_t bytes) {
+  using T = SanitizeT;
+  const index_t batch = 3, m = 4;
+  Fixture<Dist, T> f(n, r, SketchState{9, 8, 7}, bytes);
+  const thrust::device_vector<T> x = upload(random_scalars<T>(std::size_t(batch * n), 1));
+  const thrust::device_vector<T> g = upload(random_scalars<T>(std::size_t(m * r), 2));
+  thrust::device_vector<T> z(std::size_t(batch * r)), out(std::size_t(m * n)), p(std::size_t(n * r));
+  f.projector.sketch(compact::device_view(x, batch, n), compact::device_view(z, batch, r));
+  f.projector.unsketch_grad(compact::device_view(g, m, r), compact::device_view(out, m, n), 1.0f, 0.5f);
+  if (n * r <= (index_t{1} << 22)) f.projector.materialize(compact::device_view(p, n, r));
+  gpu().sync();
+}
+}  // namespace
+
 TEST_SUITE("sanitize") {
   TEST_CASE("sanitizer probe: one allocation, one launch") {
     // device_check.sh runs this under compute-sanitizer first: where the runtime refuses the sanitizer (gVisor:
@@ -1094,39 +1120,38 @@ TEST_SUITE("sanitize") {
       }
     }
     for (const index_t phase : {index_t{0}, index_t{3}, kVec - 1}) {
-      for (const index_t ld : {index_t{77}, index_t{78}, index_t{80}}) {
-        Fixture<compact::Gaussian, T> f(37, 77, SketchState{2, 7, 1});
-        thrust::device_vector<T> p(exact(37, 77, ld, phase));
-        f.projector.materialize(MatrixView<T>(thrust::raw_pointer_cast(p.data()) + phase, 37, 77, ld));
-        Fixture<compact::Rademacher, T> q(37, 77, SketchState{2, 7, 1});
-        q.projector.materialize(MatrixView<T>(thrust::raw_pointer_cast(p.data()) + phase, 37, 77, ld));
+      for (const index_t ld : {index_t{37}, index_t{38}, index_t{40}}) {
+        Fixture<compact::Gaussian, T> f(77, 37, SketchState{2, 7, 1});
+        thrust::device_vector<T> p(exact(77, 37, ld, phase));
+        f.projector.materialize(MatrixView<T>(thrust::raw_pointer_cast(p.data()) + phase, 77, 37, ld));
+        Fixture<compact::Rademacher, T> q(77, 37, SketchState{2, 7, 1});
+        q.projector.materialize(MatrixView<T>(thrust::raw_pointer_cast(p.data()) + phase, 77, 37, ld));
         gpu().sync();
       }
     }
   }
 
-  TEST_CASE("every kernel on a small shape (for compute-sanitizer racecheck and synccheck)") {
-    using T = __nv_bfloat16;
+  // Every kernel on a small shape, for compute-sanitizer racecheck and synccheck: one test case per kernel family,
+  // so that device_check.sh runs each under the sanitizer on its own and a failure names the family.
+  TEST_CASE("every kernel on a small shape: dense panels (Gaussian and Rademacher)") {
+    run_every_kernel(compact::Gaussian{}, 300, 130,
+                     compact::Projector<compact::Cuda, compact::Gaussian, SanitizeT>::min_workspace_bytes(300, 130));
+    run_every_kernel(compact::Rademacher{}, 200, 64, 0);
+  }
+  TEST_CASE("every kernel on a small shape: SRHT one pass in register blocks (n' = 128 and 2^11)") {
+    run_every_kernel(compact::Srht{}, 100, 10, 0);    // one pass, 16-register blocks
+    run_every_kernel(compact::Srht{}, 2000, 100, 0);  // one pass, 64 registers, 4 rows a block
+  }
+  TEST_CASE("every kernel on a small shape: SRHT one pass at 2^15 (large dynamic shared memory)") {
+    run_every_kernel(compact::Srht{}, 20000, 100, 0);  // one pass at 2^15 on sm_80/sm_90
+  }
+  TEST_CASE("every kernel on a small shape: SRHT two passes") {
+    using S = compact::Projector<compact::Cuda, compact::Srht, SanitizeT>;
+    run_every_kernel(compact::Srht{}, 70000, 64, S::min_workspace_bytes(70000, 64));  // one row per group
+  }
+  TEST_CASE("every kernel on a small shape: overlapped schedule with MaterializedP and compressed_grad") {
+    using T = SanitizeT;
     const index_t batch = 3, m = 4;
-    const auto run = [&](auto dist, index_t n, index_t r, std::size_t bytes) {
-      using Dist = decltype(dist);
-      Fixture<Dist, T> f(n, r, SketchState{9, 8, 7}, bytes);
-      const thrust::device_vector<T> x = upload(random_scalars<T>(std::size_t(batch * n), 1));
-      const thrust::device_vector<T> g = upload(random_scalars<T>(std::size_t(m * r), 2));
-      thrust::device_vector<T> z(std::size_t(batch * r)), out(std::size_t(m * n)), p(std::size_t(n * r));
-      f.projector.sketch(compact::device_view(x, batch, n), compact::device_view(z, batch, r));
-      f.projector.unsketch_grad(compact::device_view(g, m, r), compact::device_view(out, m, n), 1.0f, 0.5f);
-      if (n * r <= (index_t{1} << 22)) f.projector.materialize(compact::device_view(p, n, r));
-      gpu().sync();
-    };
-    using S = compact::Projector<compact::Cuda, compact::Srht, T>;
-    run(compact::Gaussian{}, 300, 130,
-        compact::Projector<compact::Cuda, compact::Gaussian, T>::min_workspace_bytes(300, 130));
-    run(compact::Rademacher{}, 200, 64, 0);
-    run(compact::Srht{}, 100, 10, 0);                                    // one pass, 16-register blocks
-    run(compact::Srht{}, 20000, 100, 0);                                 // one pass at 2^15 on sm_80/sm_90
-    run(compact::Srht{}, 2000, 100, 0);                                  // one pass, 64 registers, 4 rows a block
-    run(compact::Srht{}, 70000, 64, S::min_workspace_bytes(70000, 64));  // two passes, one row per group
     {  // the overlapped schedule (two streams, events) and a MaterializedP
       using G = compact::Projector<compact::Cuda, compact::Gaussian, T>;
       compact::CudaOverlap overlap;

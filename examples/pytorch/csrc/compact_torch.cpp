@@ -20,17 +20,22 @@
 #include <compact/compact.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "cuda_ops.h"
+#include "kept_cache.h"
 
 #if defined(COMPACT_TORCH_WITH_CUDA)
 #include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
 #endif
 
@@ -181,7 +186,83 @@ torch::Tensor cuda_workspace(DistId dist, torch::ScalarType st, index_t n, index
   const std::size_t bytes = cuda::workspace_bytes(dist, cuda_dtype(st), n, r);
   return torch::empty({static_cast<std::int64_t>(bytes)}, torch::TensorOptions().dtype(torch::kUInt8).device(device));
 }
+
+/// A projector kept across calls with the workspace it was built on (torch's caching allocator: counted by
+/// torch.cuda.memory_allocated while kept).
+struct KeptEntry {
+  torch::Tensor workspace;
+  std::shared_ptr<cuda::KeptProjector> projector;
+};
+/// (dist, dtype, seed, stream, window, n, r, device): one projector per layer and window.
+using KeptKey = std::array<std::uint64_t, 8>;
+/// Bounds of the cache: entries (a 7B LLaMA with per-layer sketches has 224 projectors a window), bytes (an SRHT
+/// projector with one pass keeps r + n'/8 + a few hundred bytes: 8.5 KiB at n = 4096, r = 1024), and the largest
+/// workspace kept (two-pass SRHT workspaces carry 32 MiB of scratch rows and are built per call instead).
+constexpr std::size_t kKeptMaxEntries = 1024;
+constexpr std::size_t kKeptMaxBytes = std::size_t{64} << 20;
+constexpr std::size_t kKeptMaxEntryBytes = std::size_t{4} << 20;
+
+KeptCache<KeptKey, KeptEntry>& kept_cache() {
+  static KeptCache<KeptKey, KeptEntry> cache(kKeptMaxEntries, kKeptMaxBytes);
+  return cache;
+}
+
+/// The kept projector of (dist, dtype, state, n, r) on `device` (built on the current stream on a miss), or null
+/// when the projector has no device setup to save (dense: cuda::sets_up_on_device) or its workspace is too large to
+/// keep. The caller holds the device guard.
+std::shared_ptr<KeptEntry> kept_projector(DistId dist, torch::ScalarType st, const compact::SketchState& state,
+                                          index_t n, index_t r, const torch::Device& device) {
+  const cuda::Dtype dtype = cuda_dtype(st);
+  if (!cuda::sets_up_on_device(dist, dtype)) return nullptr;
+  const std::size_t bytes = cuda::workspace_bytes(dist, dtype, n, r);  // compact's shape checks first
+  if (bytes > kKeptMaxEntryBytes) return nullptr;
+  const KeptKey key{static_cast<std::uint64_t>(dist),
+                    static_cast<std::uint64_t>(dtype),
+                    state.seed,
+                    state.stream,
+                    state.window,
+                    static_cast<std::uint64_t>(n),
+                    static_cast<std::uint64_t>(r),
+                    static_cast<std::uint64_t>(device.index())};
+  std::shared_ptr<KeptEntry> entry = kept_cache().get(key, [&] {
+    auto built = std::make_shared<KeptEntry>();
+    built->workspace = cuda_workspace(dist, st, n, r, device);
+    built->projector = cuda::keep(dist, dtype, state, n, r, built->workspace.data_ptr(), bytes, cuda_context());
+    return std::make_pair(built, bytes);
+  });
+  // Used on another stream than the build's (autograd's backward stream, a side stream): the allocator must not
+  // hand the workspace out again before that stream's work on it is done.
+  const c10::cuda::CUDAStream stream = at::cuda::getCurrentCUDAStream();
+  if (static_cast<void*>(stream.stream()) != entry->projector->build_stream()) {
+    c10::cuda::CUDACachingAllocator::recordStream(entry->workspace.storage().data_ptr(), stream);
+  }
+  return entry;
+}
 #endif
+
+/// What the kept-projector cache did in this process: {"hits", "builds", "entries", "bytes", "evictions"} (all zero
+/// in a build without CUDA).
+py::dict projector_cache_info() {
+  py::dict info;
+#if defined(COMPACT_TORCH_WITH_CUDA)
+  const auto s = kept_cache().stats();
+  info["hits"] = s.hits;
+  info["builds"] = s.builds;
+  info["entries"] = s.entries;
+  info["bytes"] = s.bytes;
+  info["evictions"] = s.evictions;
+#else
+  for (const char* k : {"hits", "builds", "entries", "bytes", "evictions"}) info[k] = 0;
+#endif
+  return info;
+}
+
+/// Drops every kept projector (their workspaces go back to torch's caching allocator).
+void projector_cache_clear() {
+#if defined(COMPACT_TORCH_WITH_CUDA)
+  kept_cache().clear();
+#endif
+}
 
 // ---------------------------------------------------------------------------------------------------------------
 // Sketch state and errors
@@ -253,8 +334,12 @@ torch::Tensor sketch_impl(const torch::Tensor& x_in, index_t r, const compact::S
   if (x.is_cuda()) {
 #if defined(COMPACT_TORCH_WITH_CUDA)
     const c10::cuda::CUDAGuard guard(x.device());
-    torch::Tensor ws = cuda_workspace(dist, x.scalar_type(), n, r, x.device());
     torch::Tensor z = torch::empty({x.size(0), r}, x.options());
+    if (const auto kept = kept_projector(dist, x.scalar_type(), state, n, r, x.device())) {
+      kept->projector->sketch(x.data_ptr(), x.size(0), row_stride(x), z.data_ptr(), r, cuda_context());
+      return z;
+    }
+    torch::Tensor ws = cuda_workspace(dist, x.scalar_type(), n, r, x.device());
     cuda::sketch(dist, cuda_dtype(x.scalar_type()), state, n, r, x.data_ptr(), x.size(0), row_stride(x), z.data_ptr(),
                  r, ws.data_ptr(), static_cast<std::size_t>(ws.numel()), cuda_context());
     return z;
@@ -308,10 +393,15 @@ void unsketch_grad_(const torch::Tensor& out, const torch::Tensor& g_in, double 
     if (out.is_cuda()) {
 #if defined(COMPACT_TORCH_WITH_CUDA)
       const c10::cuda::CUDAGuard guard(out.device());
-      torch::Tensor ws = cuda_workspace(dist, out.scalar_type(), n, r, out.device());
-      cuda::unsketch_grad(dist, cuda_dtype(out.scalar_type()), state, n, r, g.data_ptr(), g.size(0), row_stride(g),
-                          out.data_ptr(), row_stride(out), alpha, beta, ws.data_ptr(),
-                          static_cast<std::size_t>(ws.numel()), cuda_context());
+      if (const auto kept = kept_projector(dist, out.scalar_type(), state, n, r, out.device())) {
+        kept->projector->unsketch_grad(g.data_ptr(), g.size(0), row_stride(g), out.data_ptr(), row_stride(out), alpha,
+                                       beta, cuda_context());
+      } else {
+        torch::Tensor ws = cuda_workspace(dist, out.scalar_type(), n, r, out.device());
+        cuda::unsketch_grad(dist, cuda_dtype(out.scalar_type()), state, n, r, g.data_ptr(), g.size(0), row_stride(g),
+                            out.data_ptr(), row_stride(out), alpha, beta, ws.data_ptr(),
+                            static_cast<std::size_t>(ws.numel()), cuda_context());
+      }
 #endif
     } else {
       dispatch_cpu(dist, out.scalar_type(), [&](auto dist_tag, auto scalar_tag) {
@@ -538,4 +628,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         "the names `dist` takes: compact::Distributions' names in lower case, in the library's order");
   m.def("build_info", &ct::build_info, "what this extension was compiled with (see compact_torch.build_info)");
   m.def("cpu_isa", &ct::cpu_isa, "the instruction set of compact's CPU kernels: avx512, avx2 or scalar");
+  m.def("projector_cache_info", &ct::projector_cache_info,
+        "what the cache of CUDA projectors kept across calls did: hits, builds, entries, bytes, evictions");
+  m.def("projector_cache_clear", &ct::projector_cache_clear,
+        "drop every kept CUDA projector (their workspaces go back to torch's caching allocator)");
 }

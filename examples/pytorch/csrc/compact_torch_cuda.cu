@@ -5,6 +5,7 @@
 
 #include <compact/compact.hpp>
 
+#include <memory>
 #include <type_traits>
 
 #include "cuda_ops.h"
@@ -141,7 +142,89 @@ struct CompressedGrad {
   }
 };
 
+struct SetsUpOnDevice {
+  template <class Dist, class Scalar>
+  bool operator()(Dist, Scalar) const {
+    return compact::Projector<compact::Cuda, Dist, Scalar>::kSetupOnDevice;
+  }
+};
+
+/// A kept projector of one (Dist, Scalar): built on the stream of the first call, with an event recorded after its
+/// setup; a call on another stream waits for that event on the device (no host wait).
+template <class Dist, class Scalar>
+class Kept final : public KeptProjector {
+ public:
+  Kept(compact::SketchState state, index_t n, index_t r, compact::Workspace ws, Context ctx)
+      : projector_(n, r, state, backend_of(ctx), ws), stream_(static_cast<cudaStream_t>(ctx.stream)) {
+    compact::detail::check_cuda(cudaEventCreateWithFlags(&built_, cudaEventDisableTiming),
+                                "compact_torch: keep: cudaEventCreateWithFlags");
+    const cudaError_t recorded = cudaEventRecord(built_, stream_);
+    if (recorded != cudaSuccess) {
+      cudaEventDestroy(built_);
+      compact::detail::check_cuda(recorded, "compact_torch: keep: cudaEventRecord");
+    }
+  }
+  ~Kept() override { cudaEventDestroy(built_); }
+  Kept(const Kept&) = delete;
+  Kept& operator=(const Kept&) = delete;
+
+  void sketch(const void* x, std::int64_t rows, std::int64_t x_stride, void* z, std::int64_t z_stride,
+              Context ctx) const override {
+    const cudaStream_t stream = after_build(ctx);
+    projector_.sketch(
+        compact::MatrixView<const Scalar>(static_cast<const Scalar*>(x), rows, projector_.in_dim(), x_stride),
+        compact::MatrixView<Scalar>(static_cast<Scalar*>(z), rows, projector_.rank(), z_stride), stream);
+  }
+  void unsketch_grad(const void* g, std::int64_t m, std::int64_t g_stride, void* out, std::int64_t out_stride,
+                     double alpha, double beta, Context ctx) const override {
+    const cudaStream_t stream = after_build(ctx);
+    projector_.unsketch_grad(
+        compact::MatrixView<const Scalar>(static_cast<const Scalar*>(g), m, projector_.rank(), g_stride),
+        compact::MatrixView<Scalar>(static_cast<Scalar*>(out), m, projector_.in_dim(), out_stride),
+        static_cast<float>(alpha), static_cast<float>(beta), stream);
+  }
+  void* build_stream() const override { return stream_; }
+
+ private:
+  /// The call's stream, ordered after the build when it is another stream than the build's.
+  cudaStream_t after_build(Context ctx) const {
+    const auto stream = static_cast<cudaStream_t>(ctx.stream);
+    if (stream != stream_) {
+      compact::detail::check_cuda(cudaStreamWaitEvent(stream, built_, 0), "compact_torch: cudaStreamWaitEvent");
+    }
+    return stream;
+  }
+
+  const compact::Projector<compact::Cuda, Dist, Scalar> projector_;
+  const cudaStream_t stream_;
+  cudaEvent_t built_ = nullptr;
+};
+
+struct Keep {
+  compact::SketchState state;
+  index_t n, r;
+  compact::Workspace ws;
+  Context ctx;
+  template <class Dist, class Scalar>
+  std::shared_ptr<KeptProjector> operator()(Dist, Scalar) const {
+    // Only projectors without device setup run GEMMs, which take the cuBLAS handle given at construction: keeping
+    // one would use a handle of the thread that built it. None is kept (nothing to save either).
+    if constexpr (compact::Projector<compact::Cuda, Dist, Scalar>::kSetupOnDevice) {
+      return std::make_shared<Kept<Dist, Scalar>>(state, n, r, ws, ctx);
+    } else {
+      return nullptr;
+    }
+  }
+};
+
 }  // namespace
+
+bool sets_up_on_device(DistId dist, Dtype dtype) { return dispatch(dist, dtype, SetsUpOnDevice{}); }
+
+std::shared_ptr<KeptProjector> keep(DistId dist, Dtype dtype, compact::SketchState state, std::int64_t n,
+                                    std::int64_t r, void* workspace, std::size_t workspace_size, Context ctx) {
+  return dispatch(dist, dtype, Keep{state, n, r, compact::Workspace{workspace, workspace_size}, ctx});
+}
 
 std::size_t workspace_bytes(DistId dist, Dtype dtype, std::int64_t n, std::int64_t r) {
   return dispatch(dist, dtype, WorkspaceBytes{n, r});

@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
 #include <compact/spec/state.hpp>
 
@@ -30,6 +31,32 @@ struct Context {
 /// Device workspace bytes the projector for (n, r) needs: all of P for small dense projections (bounded by
 /// compact's panel size), the sample, signs and sort scratch for SRHT.
 std::size_t workspace_bytes(DistId dist, Dtype dtype, std::int64_t n, std::int64_t r);
+
+/// A projector kept across calls (compact_torch keeps them in a KeptCache, kept_cache.h): built once on the stream of
+/// its first call, its device setup (SRHT: the sample S and the signs d) done there once, then used on any stream,
+/// each call ordered after the build by an event. It uses the workspace it was built on, which the keeper holds for
+/// as long as the projector lives. Defined in compact_torch_cuda.cu.
+class KeptProjector {
+ public:
+  virtual ~KeptProjector() = default;
+  /// z (rows x r) = x (rows x n) P on ctx.stream.
+  virtual void sketch(const void* x, std::int64_t rows, std::int64_t x_stride, void* z, std::int64_t z_stride,
+                      Context ctx) const = 0;
+  /// out (m x n) = alpha g (m x r) P^T + beta out on ctx.stream.
+  virtual void unsketch_grad(const void* g, std::int64_t m, std::int64_t g_stride, void* out, std::int64_t out_stride,
+                             double alpha, double beta, Context ctx) const = 0;
+  /// The stream the projector was built on (its workspace's allocation stream).
+  virtual void* build_stream() const = 0;
+};
+
+/// Whether the projector of `dist` does device work when it is built (Projector::kSetupOnDevice): only those are
+/// worth keeping across calls.
+bool sets_up_on_device(DistId dist, Dtype dtype);
+
+/// The projector of (dist, dtype, state, n, r) built on ctx.stream over `workspace` (at least workspace_bytes(dist,
+/// dtype, n, r) bytes, which the caller keeps alive as long as the projector).
+std::shared_ptr<KeptProjector> keep(DistId dist, Dtype dtype, compact::SketchState state, std::int64_t n,
+                                    std::int64_t r, void* workspace, std::size_t workspace_size, Context ctx);
 
 /// z (rows x r) = x (rows x n) P.
 void sketch(DistId dist, Dtype dtype, compact::SketchState state, std::int64_t n, std::int64_t r, const void* x,

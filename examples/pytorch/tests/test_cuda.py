@@ -82,3 +82,40 @@ def test_fp32_sketches_stay_fp32_when_torch_allows_tf32(dist, device):
     finally:
         torch.backends.cuda.matmul.allow_tf32 = allowed
     assert ((z - x.double() @ p).abs() <= gamma(n + 1, torch.float32) * (x.double().abs() @ p.abs())).all()
+
+
+@needs_cuda
+def test_an_srht_projector_is_set_up_once_per_state_and_kept_for_later_calls():
+    """The SRHT's setup (sample and signs, about 26 launches) runs on the first call of a (state, n, r, dtype,
+    device) only; later sketches and unsketch_grads of that state, on any stream, reuse it with the same bits. A new
+    window is a new state; dense projectors have no setup and are not kept."""
+    ct.projector_cache_clear()
+    start = ct.projector_cache_info()
+    x = torch.randn(64, 512, device="cuda")
+    g = torch.randn(32, 128, device="cuda")
+    z1 = ct.sketch(x, 128, 1, 2, 3, "srht")
+    info = ct.projector_cache_info()
+    assert info["builds"] == start["builds"] + 1 and info["entries"] == 1 and info["bytes"] > 0
+    z2 = ct.sketch(x, 128, 1, 2, 3, "srht")
+    out = torch.empty(32, 512, device="cuda")
+    ct.unsketch_grad_(out, g, 1.0, 0.0, 1, 2, 3, "srht")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        z3 = ct.sketch(x, 128, 1, 2, 3, "srht")
+    torch.cuda.current_stream().wait_stream(side)
+    info = ct.projector_cache_info()
+    assert info["builds"] == start["builds"] + 1 and info["hits"] == start["hits"] + 3
+    assert torch.equal(z1, z2) and torch.equal(z1, z3)
+    p = ct.materialize(512, 128, 1, 2, 3, "srht", dtype=torch.float64)
+    xd = x.cpu().double()
+    assert ((z1.cpu().double() - xd @ p).abs() <= gamma(513, torch.float32) * (xd.abs() @ p.abs())).all()
+    gd = g.cpu().double()
+    assert ((out.cpu().double() - gd @ p.T).abs() <= gamma(129, torch.float32) * (gd.abs() @ p.abs().T)).all()
+    ct.sketch(x, 128, 1, 2, 4, "srht")  # window 4: another P
+    ct.sketch(x, 128, 1, 2, 3, "gaussian")
+    info = ct.projector_cache_info()
+    assert info["builds"] == start["builds"] + 2 and info["entries"] == 2
+    ct.projector_cache_clear()
+    assert ct.projector_cache_info()["entries"] == 0
+    assert torch.equal(ct.sketch(x, 128, 1, 2, 3, "srht"), z1)  # rebuilt after the clear, same bits

@@ -88,6 +88,8 @@ class DenseCudaProjector : public CudaProjectorBase {
  public:
   /// Entries of Scalar in 16 bytes: panel rows are padded to a multiple of this.
   static constexpr index_t kVec = kVec16Elems<Scalar>;
+  /// The constructor issues no device work (panels of P are generated inside each operation): nothing to keep.
+  static constexpr bool kSetupOnDevice = false;
 
   /// Smallest workspace for schedule s: one panel (two with kOverlap) of kPanelAlign columns (sketch) or rows
   /// (unsketch_grad). Needs no device.

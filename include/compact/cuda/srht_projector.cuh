@@ -48,6 +48,10 @@ class Projector<Cuda, Srht, Scalar> : public detail::CudaProjectorBase {
                 "compact::Projector<Cuda, Srht, Scalar>: Scalar must be float, __half or __nv_bfloat16");
 
  public:
+  /// The constructor enqueues device work (the sample S and the signs d, into the workspace): a caller that builds
+  /// projectors per call pays it every time, and may keep the projector (with its workspace) across calls instead.
+  static constexpr bool kSetupOnDevice = true;
+
   /// Smallest workspace for (n, r) on any supported GPU. A pure function of (n, r): needs no device.
   static std::size_t min_workspace_bytes(index_t n, index_t r) {
     detail::check_projector_shape<Srht>("Projector::min_workspace_bytes", n, r);

@@ -11,8 +11,8 @@ random projections.
 The operators are torch.ops.compact.* (torch.compile traces them). See docs/pytorch.md. The CPU memory tracker of
 the measurements is compact_torch.memory, which the package never imports.
 """
-from ._ext import (CompactError, build_info, compressed_grad, cpu_isa, has_cuda, materialize, sketch,
-                   unsketch_grad_)
+from ._ext import (CompactError, build_info, compressed_grad, cpu_isa, has_cuda, materialize,
+                   projector_cache_clear, projector_cache_info, sketch, unsketch_grad_)
 from .compress import DEFAULT_EXCLUDE, FAMILY_DEFAULTS, compress, decompress, sketch_config
 from .distributed import (AllReduceTraffic, DistributedDataParallel, check_sketch_states, counting_allreduce_hook,
                           fully_shard)
@@ -25,5 +25,5 @@ __all__ = [
     "AllReduceTraffic", "CompactError", "CompactLinear", "CompressedAdamW", "DEFAULT_EXCLUDE", "FAMILY_DEFAULTS",
     "DistributedDataParallel", "build_info", "check_sketch_states", "compact_layers", "compress", "compressed_grad",
     "counting_allreduce_hook", "cpu_isa", "decompress", "fully_shard", "has_cuda", "materialize", "owner_of",
-    "resolve_rank", "sketch", "sketch_config", "unsketch_grad_", "weight_owner_of",
+    "projector_cache_clear", "projector_cache_info", "resolve_rank", "sketch", "sketch_config", "unsketch_grad_", "weight_owner_of",
 ]

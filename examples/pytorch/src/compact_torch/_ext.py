@@ -95,6 +95,20 @@ def build_info():
     }
 
 
+def projector_cache_info():
+    """What the cache of CUDA projectors kept across calls did in this process: a dict of "hits", "builds",
+    "entries", "bytes" (their workspaces, in torch's caching allocator) and "evictions". An SRHT projector's setup
+    (its sample and signs, about 26 launches) runs once per (state, n, rank, dtype, device) and is kept for the
+    following sketch and unsketch_grad calls; dense projectors have no setup and are not kept. All zero without
+    compact's CUDA backend."""
+    return {k: int(v) for k, v in _C.projector_cache_info().items()}
+
+
+def projector_cache_clear():
+    """Drops every kept CUDA projector; their workspaces go back to torch's caching allocator."""
+    _C.projector_cache_clear()
+
+
 def cpu_isa():
     """The instruction set compact's CPU kernels run on in this process: "avx512", "avx2" or "scalar" (the
     environment variable COMPACT_CPU_ISA caps it)."""
