@@ -50,9 +50,10 @@ struct Gpu {
 
 /// Google Benchmark's MinTime for every row, in seconds of reported (manual) time, which is one call's: an iteration
 /// runs 2 x kReps calls (work and baseline) and two event waits, so a row takes about 20x this when device-bound and
-/// more when launch-bound. 0.1 s took over 45 s for the first 14 rows on an H200 (2026-12-04); 0.02 s leaves each
-/// row hundreds of iterations of ten calls.
-constexpr double kMinTime = 0.02;
+/// up to 40x when launch-bound (small shapes: ~500 us of host time an iteration). On an H200 (2026-12-04) 0.1 s took
+/// 45 s for the first 14 of 44 rows and 0.02 s 38 s for 36; 0.005 s leaves each row hundreds of iterations of ten
+/// calls.
+constexpr double kMinTime = 0.005;
 
 Gpu& gpu() {
   static Gpu g;

@@ -143,8 +143,8 @@ wants() { case $steps in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
 now() { echo $(( $(date +%s) - start )); }
 # Each step's cap in seconds, in the order the steps run; they sum to the default budget of 400 s and are scaled to
 # COMPACT_CHECK_BUDGET. What a step leaves unused goes to the memory step (uncapped, last: "with the time left").
-declare -A caps=([build]=140 [backend]=50 [optimizer]=20 [torch]=50 [bench]=45 [baseline]=20 [probe]=10 [memcheck]=10
-                 [racecheck]=35 [synccheck]=10 [memcheck_opt]=10)
+declare -A caps=([build]=140 [backend]=45 [optimizer]=20 [torch]=45 [bench]=45 [baseline]=15 [probe]=10 [memcheck]=10
+                 [racecheck]=50 [synccheck]=10 [memcheck_opt]=10)
 # cap NAME: the step's cap scaled to the budget.
 cap() { echo $(( caps[$1] * budget / 400 )); }
 # limit CAP: seconds a step may take, at most CAP and what is left of the budget (0: no time left).

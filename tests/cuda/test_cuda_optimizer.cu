@@ -423,7 +423,10 @@ TEST_CASE("an optimizer on a backend with an overlap sizes its workspace for the
 
 TEST_CASE("SGD with fp16 W stores the increment -lr·alpha·B: a B beyond fp16's range still updates W finitely") {
   // B = 1e5 > 65504 would be inf in fp16; the stored N = fp16(float(-lr·alpha) · B) = fp16(-100) is finite, and
-  // W' = β W + N Pᵀ (GEMM alpha 1) within u16 |W'| + (1 + u16) γ_{r+3} (|β||W| + Σ|N||P|).
+  // W' = β W + N Pᵀ (GEMM alpha 1). cuBLAS may round N Pᵀ to fp16 before it adds β W (seen on an H200 with cuBLAS
+  // 13.0: 22 of these 240 entries were exactly fp16(fp16(N Pᵀ) + β W), 37 u16 |W'| off where the two cancel), so
+  // the bound is that of two roundings: with t = N Pᵀ accumulated in fp32 (error γ_{r+3} s, s = |β||W| + Σ|N||P|),
+  // |W' - exact| <= u16 |exact| + (1 + u16) (u16 |t| + (1 + u16) γ_{r+3} s). One rounding (the CPU backend) is inside.
   using Half = __half;
   const index_t m = 6, n = 40, r = 8;
   compact::SgdOptions o;
@@ -446,7 +449,7 @@ TEST_CASE("SGD with fp16 W stores the increment -lr·alpha·B: a B beyond fp16's
   const std::vector<Half> w_new = download(w.data(), std::size_t(m * n)),
                           p_h = download(p_d.data(), std::size_t(n * r));
   const double beta = static_cast<float>(1 - o.lr * o.weight_decay), g32 = gamma32(double(r + 3)), u16 = 0x1p-11;
-  int outside = 0, double_rounded = 0;
+  int outside = 0, beyond_once = 0, double_rounded = 0;
   double worst = 0;  // the largest |got - exact| over the bound's first term, u16 |exact|
   for (index_t i = 0; i < m; ++i) {
     for (index_t j = 0; j < n; ++j) {
@@ -459,17 +462,22 @@ TEST_CASE("SGD with fp16 W stores the increment -lr·alpha·B: a B beyond fp16's
         s += std::abs(t);
       }
       const double got = Traits<Half>::to_float(w_new[i * n + j]);
-      const bool out = !(std::abs(got - exact) <= u16 * std::abs(exact) + (1 + u16) * g32 * s);  // NaN/inf fail
+      const double bound = u16 * std::abs(exact) + (1 + u16) * (u16 * std::abs(product) + (1 + u16) * g32 * s);
+      const bool out = !(std::abs(got - exact) <= bound);  // NaN/inf fail
+      const bool once = std::abs(got - exact) <= u16 * std::abs(exact) + (1 + u16) * g32 * s;
       outside += out;
       worst = std::max(worst, std::abs(got - exact) / (u16 * std::abs(exact)));
       // A GEMM that rounds N Pᵀ to fp16 before adding β W (an fp16 epilogue) gives fp16(fp16(N Pᵀ) + β W).
       const float rounded = Traits<Half>::to_float(Traits<Half>::from_float(static_cast<float>(product)));
       const float twice = Traits<Half>::to_float(Traits<Half>::from_float(rounded + static_cast<float>(beta * w_old)));
-      double_rounded += out && got == double(twice);
+      beyond_once += !once;
+      double_rounded += !once && got == double(twice);
     }
   }
-  INFO(outside << " of " << m * n << " entries outside the one-rounding bound; " << double_rounded
-               << " of them equal fp16(fp16(N Pᵀ) + β W); worst |got - exact| = " << worst << " u16 |exact|");
+  INFO(outside << " of " << m * n << " entries outside the two-rounding bound; " << beyond_once
+               << " outside one rounding's, " << double_rounded << " of them equal to fp16(fp16(N Pᵀ) + β W); worst "
+               << "|got - exact| = " << worst << " u16 |exact|");
+  if (beyond_once > 0) MESSAGE("cuBLAS rounded N Pᵀ to fp16 before adding β W in " << beyond_once << " entries");
   CHECK(outside == 0);
 }
 
