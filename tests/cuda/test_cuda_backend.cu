@@ -947,6 +947,13 @@ TEST_CASE("a later SRHT projector never lowers an earlier one's shared-memory li
 }
 
 TEST_SUITE("host") {
+  TEST_CASE("kSetupOnDevice: the SRHT's constructor enqueues its sample and signs, a dense one issues nothing") {
+    static_assert(compact::Projector<compact::Cuda, compact::Srht, __nv_bfloat16>::kSetupOnDevice);
+    static_assert(!compact::Projector<compact::Cuda, compact::Gaussian, float>::kSetupOnDevice);
+    static_assert(!compact::Projector<compact::Cuda, compact::Rademacher, __half>::kSetupOnDevice);
+    CHECK(compact::Projector<compact::Cuda, compact::Srht, float>::kSetupOnDevice);
+  }
+
   TEST_CASE("fp32 GEMMs pin fp32 math: TF32, tensor-op and bf16x9 modes are cleared, pedantic and flags kept") {
     using compact::detail::fp32_math_mode;
     const auto m = [](int v) { return static_cast<cublasMath_t>(v); };
@@ -1155,8 +1162,31 @@ TEST_SUITE("sanitize") {
   TEST_CASE("every kernel on a small shape: dense materialize (Gaussian)") {
     run_every_kernel(compact::Gaussian{}, 300, 130, 0, kMaterialize);
   }
-  TEST_CASE("every kernel on a small shape: Rademacher sketch and unsketch_grad and materialize") {
-    run_every_kernel(compact::Rademacher{}, 200, 64, 0);
+  // Racecheck stopped with the same internal error on Rademacher's three operations together (2026-12-04), whose
+  // only compact kernel, the panel kernel, uses no shared memory: one case per operation, and the GEMMs alone.
+  TEST_CASE("every kernel on a small shape: Rademacher sketch") {
+    run_every_kernel(compact::Rademacher{}, 200, 64, 0, kSketch);
+  }
+  TEST_CASE("every kernel on a small shape: Rademacher unsketch_grad") {
+    run_every_kernel(compact::Rademacher{}, 200, 64, 0, kUnsketch);
+  }
+  TEST_CASE("every kernel on a small shape: Rademacher materialize") {
+    run_every_kernel(compact::Rademacher{}, 200, 64, 0, kMaterialize);
+  }
+  TEST_CASE("every kernel on a small shape: the cuBLAS GEMMs of the Rademacher case alone (no compact kernel)") {
+    using T = SanitizeT;
+    const index_t batch = 3, m = 4, n = 200, r = 64;
+    const thrust::device_vector<T> x = upload(random_scalars<T>(std::size_t(batch * n), 1));
+    const thrust::device_vector<T> g = upload(random_scalars<T>(std::size_t(m * r), 2));
+    const thrust::device_vector<T> p = upload(random_scalars<T>(std::size_t(n * r), 3));
+    thrust::device_vector<T> z(std::size_t(batch * r)), out(std::size_t(m * n));
+    const T* pd = thrust::raw_pointer_cast(p.data());
+    // z = x P (row-major: z^T = P^T x^T) and out = g P^T + 0.5 out, as the projector issues them.
+    compact::detail::gemm_ex<T>("sanitize", gpu().backend, CUBLAS_OP_N, CUBLAS_OP_N, r, batch, n, 1.0f, pd, r,
+                                thrust::raw_pointer_cast(x.data()), n, 0.0f, thrust::raw_pointer_cast(z.data()), r);
+    compact::detail::gemm_ex<T>("sanitize", gpu().backend, CUBLAS_OP_T, CUBLAS_OP_N, n, m, r, 1.0f, pd, r,
+                                thrust::raw_pointer_cast(g.data()), r, 0.5f, thrust::raw_pointer_cast(out.data()), n);
+    gpu().sync();
   }
   TEST_CASE("every kernel on a small shape: SRHT one pass in register blocks (n' = 128 and 2^11)") {
     run_every_kernel(compact::Srht{}, 100, 10, 0);    // one pass, 16-register blocks

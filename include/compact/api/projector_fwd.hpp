@@ -41,7 +41,8 @@ struct NoImplementation {
 ///   Cpu:  the Workspace is lent per call (sketch/unsketch_grad overloads taking one, scratch_bytes(rows) for one
 ///         call's exact need); Eigen conveniences (sketch(x), unsketch_grad(g), materialize() by value).
 ///   Cuda: the Workspace is lent to the constructor; min_workspace_bytes(n, r); a per-call stream overload of every
-///         operation; backend() and device().
+///         operation; backend() and device(); kSetupOnDevice (true when the constructor enqueues device work, as
+///         the SRHT's sample and signs: a caller that builds projectors per call may keep them instead).
 template <class Backend, class Dist, class Scalar = float>
 class Projector : detail::NoImplementation<Backend, Dist, Scalar> {};
 
