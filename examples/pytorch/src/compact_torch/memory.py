@@ -40,14 +40,36 @@ def storage_nbytes(t):
     return s.nbytes() if hasattr(s, "nbytes") else s.size() * t.element_size()
 
 
+def tensors_in(value, _seen=None, _depth=0):
+    """Every tensor reachable from ``value`` through lists, tuples, dicts and the attributes of plain objects (to a
+    depth of 4): an optimizer's state may hold tensors inside objects of its own (GaLore's and APOLLO's projectors
+    keep their projection matrices as attributes), and those count as optimizer state."""
+    seen = set() if _seen is None else _seen
+    if id(value) in seen or _depth > 4:
+        return []
+    seen.add(id(value))
+    if torch.is_tensor(value):
+        return [value]
+    if isinstance(value, dict):
+        items = list(value.values())
+    elif isinstance(value, (list, tuple, set)):
+        items = list(value)
+    elif hasattr(value, "__dict__") and not isinstance(value, (type, torch.nn.Module)):
+        items = list(vars(value).values())
+    else:
+        return []
+    out = []
+    for v in items:
+        out += tensors_in(v, seen, _depth + 1)
+    return out
+
+
 def model_tensors(model, optimizer=None):
-    """{category: [tensors]} for weights (parameters and buffers), gradients and optimizer state."""
+    """{category: [tensors]} for weights (parameters and buffers), gradients and optimizer state (every tensor the
+    optimizer's ``state`` reaches, inside its own objects too: ``tensors_in``)."""
     weights = list(model.parameters()) + list(model.buffers())
     grads = [p.grad for p in model.parameters() if p.grad is not None]
-    state = []
-    if optimizer is not None:
-        for st in optimizer.state.values():
-            state += [v for v in st.values() if torch.is_tensor(v)]
+    state = tensors_in(list(optimizer.state.values())) if optimizer is not None else []
     return {"weights": weights, "gradients": grads, "optimizer": state}
 
 
