@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #pragma once
-/// Helpers shared by the CPU tests: seeded random matrices and the message of a thrown compact::error.
+/// Helpers shared by the CPU tests: seeded random matrices, the instruction-set cap, the message of a thrown
+/// compact::error.
 
 #include <compact/compact.hpp>
 
@@ -33,6 +34,21 @@ compact::RowMatrix<Scalar> random_matrix(compact::index_t rows, compact::index_t
   for (compact::index_t i = 0; i < m.size(); ++i) m.data()[i] = static_cast<Scalar>(normal(gen));
   return m;
 }
+
+/// Every instruction set of the CPU kernels, lowest first (cpu_isa_supported says which this CPU runs).
+inline const compact::CpuIsa kAllIsas[] = {compact::CpuIsa::kScalar, compact::CpuIsa::kAvx2, compact::CpuIsa::kAvx512};
+
+/// Caps the CPU kernels' instruction set (compact::set_cpu_isa_cap) for its scope and restores the previous cap.
+class CapGuard {
+ public:
+  explicit CapGuard(compact::CpuIsa cap) : previous_(compact::set_cpu_isa_cap(cap)) {}
+  CapGuard(const CapGuard&) = delete;
+  CapGuard& operator=(const CapGuard&) = delete;
+  ~CapGuard() { compact::set_cpu_isa_cap(previous_); }
+
+ private:
+  compact::CpuIsa previous_;
+};
 
 /// The message of the compact::error that f throws, or "" when it throws none.
 inline std::string error_of(const std::function<void()>& f) {

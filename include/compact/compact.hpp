@@ -9,13 +9,15 @@
 #include "compact/config.hpp"
 #include "compact/portability.hpp"
 
-// The entry specification: every entry of P as a pure function of (state, n, r, i, j), bit for bit everywhere.
+// The entry specification: every entry of P as a pure function of (state, n, r, i, j), bit for bit everywhere; and
+// the sr8 codec's, every bit a pure function of (state, element index, the element's block).
 #include "compact/spec/philox.hpp"
 #include "compact/spec/fp32_math.hpp"
 #include "compact/spec/state.hpp"
 #include "compact/spec/tags.hpp"
 #include "compact/spec/entries.hpp"
 #include "compact/spec/srht.hpp"
+#include "compact/spec/sr8.hpp"
 
 // The backend-neutral API: sizes, views, workspaces, the distribution list, the projector and optimizer templates
 // and what every backend's projectors and optimizers share.
@@ -28,6 +30,7 @@
 #include "compact/api/optimizer_fwd.hpp"
 #include "compact/api/optimizer_record.hpp"
 #include "compact/api/optimizer_core.hpp"
+#include "compact/api/sr8_checks.hpp"
 
 // Kernel bodies: host/device functions of (block, thread) that the CUDA backend launches and the CPU tests drive.
 #include "compact/kernels/grid.hpp"
@@ -43,6 +46,7 @@
 #include "compact/kernels/srht_select.hpp"
 #include "compact/kernels/srht_workspace.hpp"
 #include "compact/kernels/optimizer_step.hpp"
+#include "compact/kernels/sr8.hpp"
 
 // CPU backend (Eigen), in every translation unit; its SIMD kernels are one source compiled per instruction set.
 #include "compact/cpu/backend.hpp"
@@ -65,6 +69,7 @@
 #include "compact/cpu/srht_projector.hpp"
 #include "compact/cpu/compressed_grad.hpp"
 #include "compact/cpu/optimizer.hpp"
+#include "compact/cpu/sr8.hpp"
 
 #if defined(__CUDACC__)
 // CUDA backend (nvcc only): kernels, cuBLAS glue, projectors, Thrust conveniences.
@@ -83,5 +88,6 @@
 #include "compact/cuda/srht_projector.cuh"
 #include "compact/cuda/compressed_grad.cuh"
 #include "compact/cuda/optimizer.cuh"
+#include "compact/cuda/sr8.cuh"
 #include "compact/cuda/thrust.cuh"
 #endif

@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: MIT
 /// The AVX-512 kernels, compiled against SIMDe's portable AVX-512 intrinsics, give the reference's bits on any CPU.
 ///
-/// The AVX-512 instance of the kernels (cpu/kernels_avx512.hpp: cpu/generate_panels.inl and cpu/fwht_passes.inl on the
-/// lane types of cpu/lanes_avx512.inl) is compiled here a second time, without its target region,
-/// with every _mm512 name resolved by SIMD Everywhere (Debian libsimde-dev; SIMDe's native aliases), so the kernels'
-/// logic is checked bit for bit against the scalar reference on CPUs without AVX-512 (test_avx512_native runs the
-/// real instructions where the CPU has them). Two gaps of SIMDe 0.7.4 are patched here, in the test only:
+/// The AVX-512 instance of the kernels (cpu/kernels_avx512.hpp: cpu/generate_panels.inl, cpu/sr8_blocks.inl and
+/// cpu/fwht_passes.inl on the lane types of cpu/lanes_avx512.inl) is compiled here a second time, without its target
+/// region, with every _mm512 name resolved by SIMD Everywhere (Debian libsimde-dev; SIMDe's native aliases), so the
+/// kernels' logic is checked bit for bit against the scalar reference on CPUs without AVX-512 (test_avx512_native runs
+/// the real instructions where the CPU has them). Two gaps of SIMDe 0.7.4 are patched here, in the test only:
 ///   - _mm512_fmadd_ps: without FMA hardware SIMDe computes a * b + c with two roundings; the kernels need the fused
 ///     operation (the reference uses fma), so it is replaced by a lane-wise std::fma;
 ///   - _mm512_cvtepu32_ps: SIMDe implements it but aliases it under the wrong name (_mm512_cvtepu32_epi32).
@@ -90,6 +90,11 @@ TEST_CASE_TEMPLATE("the emulated AVX-512 signed transform of the SRHT has the bi
   compact_test::check_signed_transform_against_reference<T>(
       emulated::kFwhtMinLog<T>, emulated::kFwhtBlockLog<T> + 5,  // + 5: blocked with radix-16 and radix-2 joins
       [](const T* x, const T* d, index_t n, T* buf, int log_n) { emulated::fwht_signed(x, d, n, buf, log_n); });
+}
+
+TEST_CASE("the emulated AVX-512 sr8 codec has the bits of the reference") {
+  compact_test::check_sr8_against_reference([](auto&&... args) { emulated::sr8_encode_range(args...); },
+                                            [](auto&&... args) { emulated::sr8_decode_range(args...); });
 }
 
 // Each subcase models the Intel Intrinsics Guide's pseudo-code of an instruction lane by lane.

@@ -45,3 +45,9 @@ TEST_CASE_TEMPLATE("the AVX-512 FWHT has the bits of the textbook loop at every 
   compact_test::check_fwht_against_textbook<T>(
       0, 20, [](T* x, int log_n) { compact::fwht(x, index_t{1} << log_n, CpuIsa::kAvx512); });
 }
+
+TEST_CASE("the AVX-512 sr8 codec has the bits of the reference") {
+  compact_test::check_sr8_against_reference(
+      [](auto&&... args) { compact::detail::sr8_encode_range_with(CpuIsa::kAvx512, args...); },
+      [](auto&&... args) { compact::detail::sr8_decode_range_with(CpuIsa::kAvx512, args...); });
+}

@@ -20,19 +20,8 @@ namespace {
 using compact::CpuIsa;
 using compact::index_t;
 
-const CpuIsa kAllIsas[] = {CpuIsa::kScalar, CpuIsa::kAvx2, CpuIsa::kAvx512};
-
-/// Restores the cap on scope exit.
-class CapGuard {
- public:
-  explicit CapGuard(CpuIsa cap) : previous_(compact::set_cpu_isa_cap(cap)) {}
-  CapGuard(const CapGuard&) = delete;
-  CapGuard& operator=(const CapGuard&) = delete;
-  ~CapGuard() { compact::set_cpu_isa_cap(previous_); }
-
- private:
-  CpuIsa previous_;
-};
+using compact_test::CapGuard;
+using compact_test::kAllIsas;
 
 /// Sets or clears an environment variable for the scope.
 class EnvGuard {

@@ -1224,4 +1224,130 @@ TEST_SUITE("sanitize") {
   }
 }
 
+// ---------------------------------------------------------------------------------------------------------------
+// The sr8 codec (cuda/sr8.cuh): the GPU's q, scales and decoded values are the CPU's bits for the same fp32 values.
+
+#include "cpu/kernel_cases.hpp"  // compact_test::sr8_case_values
+
+namespace {
+
+/// Equal bits, or both NaN (a NaN's payload is the device's: the GPU's multiply gives its canonical NaN).
+template <class T>
+bool same_or_both_nan(T a, T b) {
+  const float fa = Traits<T>::to_float(a), fb = Traits<T>::to_float(b);
+  return bits(a) == bits(b) || (std::isnan(fa) && std::isnan(fb));
+}
+
+/// Encodes and decodes `count` case values (compact_test::sr8_case_values rounded to T) on the GPU, x at element
+/// `x_phase`, q at byte `q_phase`, out at element `out_phase` of device buffers of exactly their size (so a vector
+/// access past the end is a memcheck error), and compares with the CPU backend on the same values in fp32.
+template <class T>
+void check_sr8_against_cpu(index_t count, index_t x_phase, index_t q_phase, index_t out_phase,
+                           const SketchState& state) {
+  const std::vector<float> f = compact_test::sr8_case_values(count, static_cast<std::uint32_t>(count + x_phase));
+  std::vector<T> hx(std::size_t(x_phase + count));
+  std::vector<float> xf(f.size());
+  for (std::size_t i = 0; i < f.size(); ++i) {
+    hx[std::size_t(x_phase) + i] = Traits<T>::from_float(f[i]);
+    xf[i] = Traits<T>::to_float(hx[std::size_t(x_phase) + i]);  // the values the GPU sees, exactly
+  }
+  const index_t ns = compact::sr8_scale_count(count);
+  std::vector<std::int8_t> q_cpu(f.size());
+  std::vector<float> s_cpu(static_cast<std::size_t>(ns)), out_cpu(f.size());
+  compact::sr8_encode(compact::Cpu{}, xf.data(), count, state, q_cpu.data(), s_cpu.data());
+  compact::sr8_decode(compact::Cpu{}, q_cpu.data(), s_cpu.data(), count, out_cpu.data());
+
+  const thrust::device_vector<T> x = upload(hx);
+  thrust::device_vector<std::int8_t> q(std::size_t(q_phase + count));
+  thrust::device_vector<float> scales(static_cast<std::size_t>(ns));
+  thrust::device_vector<T> out(std::size_t(out_phase + count));
+  gpu().sync();
+  std::int8_t* qd = thrust::raw_pointer_cast(q.data()) + q_phase;
+  compact::sr8_encode(gpu().backend, thrust::raw_pointer_cast(x.data()) + x_phase, count, state, qd,
+                      thrust::raw_pointer_cast(scales.data()), gpu().backend.stream);
+  compact::sr8_decode(gpu().backend, static_cast<const std::int8_t*>(qd), thrust::raw_pointer_cast(scales.data()),
+                      count, thrust::raw_pointer_cast(out.data()) + out_phase, gpu().backend.stream);
+  const std::vector<std::int8_t> hq = download(q);
+  const std::vector<float> hs = download(scales);
+  const std::vector<T> ho = download(out);
+  index_t q_diff = 0, s_diff = 0, out_diff = 0;
+  for (std::size_t i = 0; i < f.size(); ++i) {
+    q_diff += hq[std::size_t(q_phase) + i] != q_cpu[i];
+    out_diff += !same_or_both_nan(ho[std::size_t(out_phase) + i], Traits<T>::from_float(out_cpu[i]));
+  }
+  for (std::size_t b = 0; b < s_cpu.size(); ++b) s_diff += bits(hs[b]) != bits(s_cpu[b]);
+  CHECK(q_diff == 0);
+  CHECK(s_diff == 0);
+  CHECK(out_diff == 0);
+}
+
+}  // namespace
+
+TEST_CASE_TEMPLATE("sr8: GPU encode and decode have the CPU's bits (ragged counts, every 16-byte phase)", T, float,
+                   __half, __nv_bfloat16) {
+  constexpr index_t kVec = compact::detail::kVec16Elems<T>;
+  for (const index_t count : {index_t{1}, index_t{15}, index_t{16}, index_t{17}, index_t{63}, index_t{64}, index_t{65},
+                              index_t{1000}, index_t{4097}, (index_t{1} << 20) + 3}) {
+    for (const index_t phase : {index_t{0}, index_t{1}, kVec - 1}) {
+      CAPTURE(count);
+      CAPTURE(phase);
+      check_sr8_against_cpu<T>(count, phase, phase == 0 ? 0 : phase + 4, phase, SketchState{7, 0x100000001ull, 3});
+    }
+  }
+  check_sr8_against_cpu<T>(5000, 0, 0, 0, SketchState{~0ull, ~0ull, ~0ull});
+}
+
+TEST_CASE("sr8: count 0 enqueues nothing; the encode is a pure function of the state (a second call repeats it)") {
+  compact::sr8_encode(gpu().backend, static_cast<const float*>(nullptr), 0, SketchState{}, nullptr, nullptr,
+                      gpu().backend.stream);
+  compact::sr8_decode(gpu().backend, nullptr, nullptr, 0, static_cast<float*>(nullptr), gpu().backend.stream);
+  const thrust::device_vector<float> x = upload(random_scalars<float>(3000, 9));
+  const auto encode = [&] {
+    thrust::device_vector<std::int8_t> q(3000);
+    thrust::device_vector<float> s(47);
+    compact::sr8_encode(gpu().backend, thrust::raw_pointer_cast(x.data()), 3000, SketchState{1, 2, 3},
+                        thrust::raw_pointer_cast(q.data()), thrust::raw_pointer_cast(s.data()), gpu().backend.stream);
+    return std::make_pair(download(q), download(s));
+  };
+  CHECK(encode() == encode());
+}
+
+TEST_SUITE("host") {
+  TEST_CASE("sr8: bad arguments are refused with their names and values before any CUDA call") {
+    const compact::Cuda cuda{};
+    std::int8_t q[8];
+    float s[1], x[8];
+    const auto message = [](auto&& f) {
+      try {
+        f();
+      } catch (const compact::error& e) {
+        return std::string(e.what());
+      }
+      return std::string();
+    };
+    CHECK(message([&] {
+            compact::sr8_encode(cuda, x, -3, SketchState{}, q, s, nullptr);
+          }).find("sr8_encode: argument count = -3 must be >= 0") != std::string::npos);
+    CHECK(message([&] {
+            compact::sr8_encode(cuda, static_cast<const __half*>(nullptr), 8, SketchState{}, q, s, nullptr);
+          }).find("sr8_encode: argument x is null with count = 8") != std::string::npos);
+    CHECK(message([&] {
+            compact::sr8_encode(cuda, x, 8, SketchState{}, q, reinterpret_cast<float*>(q + 4), nullptr);
+          }).find("sr8_encode: output scales overlaps input q") != std::string::npos);
+    CHECK(message([&] {
+            compact::sr8_decode(cuda, q, s, 8, static_cast<__nv_bfloat16*>(nullptr), nullptr);
+          }).find("sr8_decode: argument out is null with count = 8") != std::string::npos);
+    CHECK(message([&] {
+            compact::sr8_decode(cuda, q, s, -1, x, nullptr);
+          }).find("sr8_decode: argument count = -1 must be >= 0") != std::string::npos);
+  }
+}
+
+TEST_SUITE("sanitize") {
+  TEST_CASE("every kernel on a small shape: sr8 encode and decode (shared-memory amax, ragged, misaligned)") {
+    check_sr8_against_cpu<SanitizeT>(4096 + 1000, 0, 0, 0, SketchState{1, 2, 3});
+    check_sr8_against_cpu<SanitizeT>(1000, 1, 3, 7, SketchState{1, 2, 3});
+  }
+}
+
 int main(int argc, char** argv) { return compact_test::run_gpu_tests(argc, argv, "test_cuda_backend"); }

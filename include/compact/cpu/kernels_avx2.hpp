@@ -4,10 +4,10 @@
 /// instruction set in namespace detail::avx2.
 ///
 /// Highway's pattern: the lane types and operations of the instruction set (cpu/lanes_avx2.inl), then the kernels
-/// written against them (spec/fp32_lanes.inl, cpu/generate_panels.inl, cpu/fwht_passes.inl), all included between
-/// COMPACT_DETAIL_BEGIN_AVX2 and COMPACT_DETAIL_END_TARGET, which compile every function in between for AVX2 + FMA
-/// whatever the translation unit's -m flags (cpu/isa.hpp). cpu/generate.hpp, cpu/fwht.hpp and
-/// cpu/srht_row_transform.hpp call them after the run-time CPU check.
+/// written against them (spec/fp32_lanes.inl, cpu/generate_panels.inl, cpu/sr8_blocks.inl, cpu/fwht_passes.inl), all
+/// included between COMPACT_DETAIL_BEGIN_AVX2 and COMPACT_DETAIL_END_TARGET, which compile every function in between
+/// for AVX2 + FMA whatever the translation unit's -m flags (cpu/isa.hpp). cpu/generate.hpp, cpu/fwht.hpp,
+/// cpu/srht_row_transform.hpp and cpu/sr8.hpp call them after the run-time CPU check.
 
 #include <cstddef>
 #include <cstdint>
@@ -16,6 +16,7 @@
 
 #include "compact/config.hpp"
 #include "compact/spec/entries.hpp"
+#include "compact/spec/sr8.hpp"
 #include "compact/cpu/fwht_portable.hpp"
 #include "compact/cpu/isa.hpp"
 
@@ -30,6 +31,7 @@ namespace avx2 {
 #include "compact/cpu/lanes_avx2.inl"  // first: the lane types the kernels below are written in
 #include "compact/spec/fp32_lanes.inl"
 #include "compact/cpu/generate_panels.inl"
+#include "compact/cpu/sr8_blocks.inl"
 #include "compact/cpu/fwht_passes.inl"
 #undef COMPACT_DETAIL_LANES_FN
 

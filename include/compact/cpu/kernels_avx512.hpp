@@ -16,6 +16,7 @@
 
 #include "compact/config.hpp"
 #include "compact/spec/entries.hpp"
+#include "compact/spec/sr8.hpp"
 #include "compact/cpu/fwht_portable.hpp"
 #include "compact/cpu/isa.hpp"
 
@@ -39,6 +40,7 @@ namespace COMPACT_DETAIL_AVX512_NAMESPACE {
 #include "compact/cpu/lanes_avx512.inl"  // first: the lane types the kernels below are written in
 #include "compact/spec/fp32_lanes.inl"
 #include "compact/cpu/generate_panels.inl"
+#include "compact/cpu/sr8_blocks.inl"
 #include "compact/cpu/fwht_passes.inl"
 #undef COMPACT_DETAIL_LANES_FN
 

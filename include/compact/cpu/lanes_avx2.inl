@@ -148,6 +148,48 @@ inline void store(double* dst, F32 v) {
 }
 
 // ---------------------------------------------------------------------------------------------------------------
+// The sr8 codec (cpu/sr8_blocks.inl): fp32 loads, the IEEE division, an exact floor, compares, the unsigned max,
+// 16-bit uniforms out of Philox words, int8 stores and loads.
+
+/// kLanes floats from p (any alignment).
+inline F32 load(const float* p) { return _mm256_loadu_ps(p); }
+/// a / b, correctly rounded (vdivps).
+inline F32 operator/(F32 a, F32 b) { return _mm256_div_ps(a.raw, b.raw); }
+/// The largest integer <= a, exactly.
+inline F32 floor(F32 a) { return _mm256_round_ps(a.raw, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC); }
+/// Lane-wise minimum and maximum (lanes are never NaN where the codec calls them).
+inline F32 min(F32 a, F32 b) { return _mm256_min_ps(a.raw, b.raw); }
+inline F32 max(F32 a, F32 b) { return _mm256_max_ps(a.raw, b.raw); }
+/// a > b (ordered: false where either is NaN).
+inline M32 gt(F32 a, F32 b) { return M32{_mm256_castps_si256(_mm256_cmp_ps(a.raw, b.raw, _CMP_GT_OQ))}; }
+/// Lane-wise unsigned maximum.
+inline U32 max_u32(U32 a, U32 b) { return _mm256_max_epu32(a.raw, b.raw); }
+/// The largest lane of a (unsigned).
+inline std::uint32_t reduce_max_u32(U32 a) {
+  __m256i m = _mm256_max_epu32(a.raw, _mm256_permute2x128_si256(a.raw, a.raw, 0x01));
+  m = _mm256_max_epu32(m, _mm256_shuffle_epi32(m, _MM_SHUFFLE(1, 0, 3, 2)));
+  m = _mm256_max_epu32(m, _mm256_shuffle_epi32(m, _MM_SHUFFLE(2, 3, 0, 1)));
+  return static_cast<std::uint32_t>(_mm_cvtsi128_si32(_mm256_castsi256_si128(m)));
+}
+/// The 16-bit halves of `words` as lanes: `words` holds 2 kLanes halves in memory order (lane w: half 2w in its low
+/// 16 bits, half 2w + 1 in its high 16 bits); lane l of the result is half kLanes kPart + l, zero-extended.
+template <int kPart>
+inline U32 halves(U32 words) {
+  return _mm256_cvtepu16_epi32(kPart == 0 ? _mm256_castsi256_si128(words.raw) : _mm256_extracti128_si256(words.raw, 1));
+}
+/// Stores lanes in [-128, 127] as kLanes int8 at p (any alignment).
+inline void store_i8(std::int8_t* p, U32 v) {
+  const __m256i w16 = _mm256_packs_epi32(v.raw, v.raw);  // per 128 bits: lanes 0-3, 0-3 (or 4-7, 4-7) as int16
+  const __m256i w8 = _mm256_packs_epi16(w16, w16);       // per 128 bits: those four lanes as bytes, four times
+  const __m256i both = _mm256_permutevar8x32_epi32(w8, _mm256_setr_epi32(0, 4, 0, 0, 0, 0, 0, 0));
+  _mm_storel_epi64(reinterpret_cast<__m128i*>(p), _mm256_castsi256_si128(both));
+}
+/// kLanes int8 at p (any alignment) as floats, exactly.
+inline F32 load_i8(const std::int8_t* p) {
+  return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+}
+
+// ---------------------------------------------------------------------------------------------------------------
 // FWHT registers (cpu/fwht_passes.inl): 8 floats or 4 doubles; the stages below log2(lanes) act inside a register
 // (permute + sign flip + add: lane i gets x[i] + x[i^h] where bit s of i is clear and -x[i] + x[i^h] = x[i^h] - x[i]
 // where it is set, exactly the pair (a + b, a - b) of the textbook butterfly). With 16 registers a pass does up to

@@ -149,6 +149,65 @@ inline void store(double* dst, F32 v) {
 }
 
 // ---------------------------------------------------------------------------------------------------------------
+// The sr8 codec (cpu/sr8_blocks.inl): fp32 loads, the IEEE division, an exact floor, compares, the unsigned max,
+// 16-bit uniforms out of Philox words, int8 stores and loads. AVX-512 F and SIMDe-implemented intrinsics only (no
+// cvtepu16_epi32, cvtepi8_epi32 or cvtepi32_ps: permutes, variable shifts and exact bit tricks instead).
+
+/// kLanes floats from p (any alignment).
+inline F32 load(const float* p) { return _mm512_loadu_ps(p); }
+/// a / b, correctly rounded (vdivps).
+inline F32 operator/(F32 a, F32 b) { return _mm512_div_ps(a.raw, b.raw); }
+/// The largest integer <= a, exactly.
+inline F32 floor(F32 a) { return _mm512_roundscale_ps(a.raw, _MM_FROUND_TO_NEG_INF); }
+/// Lane-wise minimum and maximum (lanes are never NaN where the codec calls them).
+inline F32 min(F32 a, F32 b) { return _mm512_min_ps(a.raw, b.raw); }
+inline F32 max(F32 a, F32 b) { return _mm512_max_ps(a.raw, b.raw); }
+/// a > b (ordered: false where either is NaN).
+inline M32 gt(F32 a, F32 b) { return M32{_mm512_cmp_ps_mask(a.raw, b.raw, _CMP_GT_OQ)}; }
+/// Lane-wise unsigned maximum.
+inline U32 max_u32(U32 a, U32 b) { return _mm512_max_epu32(a.raw, b.raw); }
+/// The largest lane of a (unsigned): a butterfly over 256-, 128-, 64- and 32-bit distances.
+inline std::uint32_t reduce_max_u32(U32 a) {
+  __m512i m = _mm512_max_epu32(a.raw, _mm512_shuffle_i32x4(a.raw, a.raw, 0x4E));  // 256-bit halves exchanged
+  m = _mm512_max_epu32(m, _mm512_shuffle_i32x4(m, m, 0xB1));                      // 128-bit lanes [1,0,3,2]
+  m = _mm512_max_epu32(
+      m, _mm512_permutexvar_epi32(_mm512_setr_epi32(2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13), m));
+  m = _mm512_max_epu32(
+      m, _mm512_permutexvar_epi32(_mm512_setr_epi32(1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14), m));
+  return static_cast<std::uint32_t>(_mm_cvtsi128_si32(_mm512_castsi512_si128(m)));
+}
+/// The 16-bit halves of `words` as lanes: `words` holds 2 kLanes halves in memory order (lane w: half 2w in its low
+/// 16 bits, half 2w + 1 in its high 16 bits); lane l of the result is half kLanes kPart + l, zero-extended (word
+/// 8 kPart + l / 2 shifted right by 16 (l % 2)).
+template <int kPart>
+inline U32 halves(U32 words) {
+  constexpr int w = 8 * kPart;
+  const __m512i pick = _mm512_setr_epi32(w, w, w + 1, w + 1, w + 2, w + 2, w + 3, w + 3, w + 4, w + 4, w + 5, w + 5,
+                                         w + 6, w + 6, w + 7, w + 7);
+  const __m512i shift = _mm512_setr_epi32(0, 16, 0, 16, 0, 16, 0, 16, 0, 16, 0, 16, 0, 16, 0, 16);
+  return _mm512_and_si512(_mm512_srlv_epi32(_mm512_permutexvar_epi32(pick, words.raw), shift),
+                          _mm512_set1_epi32(0xFFFF));
+}
+/// Stores lanes in [-128, 127] as kLanes int8 at p (any alignment): vpmovsdb, which saturates nothing here.
+inline void store_i8(std::int8_t* p, U32 v) {
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm512_cvtsepi32_epi8(v.raw));
+}
+/// kLanes int8 at p (any alignment) as floats, exactly. Byte l of the 16 goes to lane l (dword l / 4 shifted right
+/// by 8 (l % 4)); its low 8 bits b are q mod 256, so b ^ 0x80 = q + 128 in [0, 255], and with the bits of
+/// 2^23 + 2^22 above them they are the float 12582912 + 128 + q, exactly (the ulp there is 1): subtracting
+/// 12583040 leaves q.
+inline F32 load_i8(const std::int8_t* p) {
+  const __m512i bytes = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  const __m512i dwords =
+      _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3), bytes);
+  const __m512i shifted =
+      _mm512_srlv_epi32(dwords, _mm512_setr_epi32(0, 8, 16, 24, 0, 8, 16, 24, 0, 8, 16, 24, 0, 8, 16, 24));
+  const __m512i biased =
+      _mm512_xor_si512(_mm512_and_si512(shifted, _mm512_set1_epi32(0xFF)), _mm512_set1_epi32(0x4B400080));
+  return _mm512_sub_ps(_mm512_castsi512_ps(biased), _mm512_set1_ps(12583040.0f));
+}
+
+// ---------------------------------------------------------------------------------------------------------------
 // FWHT registers (cpu/fwht_passes.inl): 16 floats or 8 doubles. A stage s < kLogLanes acts inside a register,
 // v <- (v xor signmask_s) + swap_s(v): lane i gets x[i] + x[i ^ h] where bit s of i is clear and x[i ^ h] - x[i] where
 // it is set. With 32 registers a pass does up to four stages between registers (radix 16): a 4096-float row takes

@@ -1,0 +1,107 @@
+// SPDX-License-Identifier: MIT
+// No #pragma once: included once per instruction set (cpu/kernels_avx2.hpp, cpu/kernels_avx512.hpp, SIMDe's
+// tests/cpu/test_avx512_emulated.cpp), inside that instance's namespace and target region, after its lane types
+// (cpu/lanes_<isa>.inl) and cpu/generate_panels.inl (whose Philox it runs).
+/// The sr8 codec's CPU kernels written once for every vector instruction set: kLanes Philox calls give the uniforms of
+/// kLanes * 8 values (one or two blocks), each block's amax is one vector pass over values kept in registers, and the
+/// quantization is the reference's IEEE operations lane by lane.
+///
+/// The instance's lane file provides, besides what cpu/generate_panels.inl uses: load(const float*), operator/ on
+/// F32 (correctly rounded), floor (exact), min, max, gt (ordered a > b), max_u32, reduce_max_u32, halves<kPart>,
+/// store_i8, load_i8. Every lane performs sr8_quantize's operations (spec/sr8.hpp) in its order: y = x / s, floor,
+/// y - f, frac * 2^16 > u16, f + 1, the clamp, each exact or correctly rounded, so the results are the reference's bits
+/// (tests/cpu/test_sr8.cpp, test_avx512_emulated.cpp).
+
+/// Blocks whose uniforms one batch of kLanes Philox calls gives: kLanes groups of 8 values (1 on AVX2, 2 on AVX-512).
+inline constexpr index_t kSr8BatchBlocks = kLanes * kSr8PhiloxValues / kSr8Block;
+/// Vectors of kLanes values in a block.
+inline constexpr int kSr8BlockVectors = static_cast<int>(kSr8Block) / kLanes;
+static_assert(kSr8BatchBlocks >= 1 && kSr8BlockVectors % 2 == 0, "sr8: a batch holds whole blocks, a block pairs");
+
+/// 1.5 * 2^23: an integer q with |q| < 2^22 added to it lands, exactly, in the low bits of kSr8IntMagicBits.
+inline constexpr float kSr8IntMagic = 12582912.0f;
+inline constexpr std::uint32_t kSr8IntMagicBits = 0x4B400000u;
+
+/// The 16-bit uniforms of the batch of blocks first_block .. first_block + kSr8BatchBlocks - 1 (first_block a multiple
+/// of kSr8BatchBlocks), in element order: register r holds values 2 kLanes r .. 2 kLanes (r + 1) - 1 of the batch as
+/// 16-bit halves (halves<kPart>). They are the Philox outputs of groups g = 8 first_block + s, s < kLanes, counter
+/// {lo32(g), hi32(g), window}, transposed so that each group's four words are consecutive (to_slot_order): in memory
+/// order the words' halves are the group's eight uniforms (sr8_uniform_of). lo32(g) never wraps inside the batch:
+/// 8 first_block is a multiple of kLanes, which divides 2^32.
+inline void sr8_batch_uniforms(const PhiloxKeys& rk, std::uint64_t window, index_t first_block, U32 out[4]) {
+  const std::uint64_t group = static_cast<std::uint64_t>(first_block) * (kSr8Block / kSr8PhiloxValues);
+  U32 words[4];
+  philox(run_counters(static_cast<std::uint32_t>(group), static_cast<std::uint32_t>(group >> 32)), window, rk, words);
+  F32 ordered[4];
+  to_slot_order(from_bits(words[0]), from_bits(words[1]), from_bits(words[2]), from_bits(words[3]), ordered);
+  for (int r = 0; r < 4; ++r) out[r] = bits_of(ordered[r]);
+}
+
+/// sr8_quantize (spec/sr8.hpp) of kLanes values v of a block with scale s > 0 and their uniforms u16, stored at q.
+inline void sr8_quantize_lanes(F32 v, F32 s, U32 u16, std::int8_t* q) {
+  const F32 y = v / s;
+  const F32 f = floor(y);
+  const F32 frac = y - f;
+  F32 qf = if_then_else(gt(frac * F32(kSr8UniformScale), to_float(u16)), f + 1.0f, f);
+  qf = min(max(qf, F32(-static_cast<float>(kSr8MaxQ))), F32(static_cast<float>(kSr8MaxQ)));
+  store_i8(q, bits_of(qf + kSr8IntMagic) - U32(kSr8IntMagicBits));
+}
+
+/// Encodes the whole block of 64 values at x into q and returns its scale (sr8_encode_block); its uniforms are those
+/// of vectors first_vector .. first_vector + kSr8BlockVectors - 1 of the batch in u (sr8_batch_uniforms).
+inline float sr8_encode_full_block(const float* x, const U32 u[4], int first_vector, std::int8_t* q) {
+  F32 v[kSr8BlockVectors];
+  U32 amax(0u);
+  for (int j = 0; j < kSr8BlockVectors; ++j) {
+    v[j] = load(x + kLanes * j);
+    amax = max_u32(amax, bits_of(v[j]) & U32(~fp32::kSignBit));
+  }
+  const float scale = sr8_scale(reduce_max_u32(amax));
+  if (!(scale > 0.0f)) {  // a non-finite value (scale NaN) or amax < 2^-120 (scale 0): every q is 0
+    for (int j = 0; j < kSr8BlockVectors; ++j) store_i8(q + kLanes * j, U32(0u));
+    return scale;
+  }
+  const F32 s = scale;
+  for (int j = 0; j < kSr8BlockVectors; j += 2) {
+    const U32 words = u[(first_vector + j) / 2];
+    sr8_quantize_lanes(v[j], s, halves<0>(words), q + kLanes * j);
+    sr8_quantize_lanes(v[j + 1], s, halves<1>(words), q + kLanes * (j + 1));
+  }
+  return scale;
+}
+
+/// Encodes the n values x[0, n) whose flat indices start at 64 first_block: q[0, n) and scales[0, ceil(n / 64)).
+/// Whole blocks on vectors, one Philox batch per kSr8BatchBlocks blocks; a last partial block through the reference
+/// sr8_encode_block.
+inline void sr8_encode_range(const Sr8Params& p, index_t first_block, const float* x, index_t n, std::int8_t* q,
+                             float* scales) {
+  const PhiloxKeys rk = philox_keys(p.key);
+  const index_t full = n / kSr8Block;
+  for (index_t k = 0; k < full;) {
+    const index_t b = first_block + k, first = b - b % kSr8BatchBlocks;
+    U32 u[4];
+    sr8_batch_uniforms(rk, p.window, first, u);
+    for (index_t j = b - first; j < kSr8BatchBlocks && k < full; ++j, ++k) {
+      scales[k] =
+          sr8_encode_full_block(x + kSr8Block * k, u, static_cast<int>(j) * kSr8BlockVectors, q + kSr8Block * k);
+    }
+  }
+  if (n % kSr8Block != 0) {
+    const index_t e = kSr8Block * full;
+    scales[full] = sr8_encode_block(p, x + e, n - e, (first_block + full) * kSr8Block, q + e);
+  }
+}
+
+/// Decodes n values: out[i] = float(q[i]) * scales[i / 64] (sr8_decode_value), whole blocks on vectors.
+inline void sr8_decode_range(const std::int8_t* q, const float* scales, index_t n, float* out) {
+  const index_t full = n / kSr8Block;
+  for (index_t k = 0; k < full; ++k) {
+    const F32 s = scales[k];
+    for (int j = 0; j < kSr8BlockVectors; ++j) {
+      const index_t e = kSr8Block * k + kLanes * j;
+      store(out + e, load_i8(q + e) * s);
+    }
+  }
+  const index_t e = kSr8Block * full;
+  sr8_decode_scalar(q + e, scales + full, n - e, out + e);
+}
