@@ -40,6 +40,25 @@ FAMILY_DEFAULTS = {
     "gpt2": (("*.attn.c_attn", "*.mlp.c_fc", "*.mlp.c_proj"), ()),
 }
 
+# saved="all": CompAct on every linear of a block, the attention output projection too.
+_DECODER_ALL = (_DECODER[0] + ("*.self_attn.o_proj",), ())
+_ENCODER_ALL = (_ENCODER[0] + ("*.attention.output.dense",), ())
+FAMILY_ALL_LINEARS = {
+    "llama": _DECODER_ALL, "mistral": _DECODER_ALL, "qwen2": _DECODER_ALL, "qwen3": _DECODER_ALL,
+    "bert": _ENCODER_ALL, "roberta": _ENCODER_ALL, "xlm-roberta": _ENCODER_ALL,
+    "gpt2": (FAMILY_DEFAULTS["gpt2"][0] + ("*.attn.c_proj",), ()),
+}
+# Generic models under saved="all": every linear but heads and poolers.
+ALL_LINEARS_EXCLUDE = ("lm_head", "*.lm_head", "score", "classifier", "classifier.*", "*.classifier",
+                       "*.classifier.*", "*.pooler.dense", "pooler.dense")
+
+# The pieces saved= selects beyond the paper's layers (docs/pytorch.md, "Saving more than the linear inputs"):
+#   linears     CompAct on every linear of a block (the attention output projection too)
+#   loss        the LM head and cross-entropy in chunks of tokens, no batch x sequence x vocabulary logits
+#               (causal language models: compact_torch.loss)
+#   activations everything else autograd saves through compact's sr8 codec (compact_torch.saved)
+SAVED_PIECES = ("linears", "loss", "activations")
+
 DEFAULTS = {"rank": 0.25, "dist": "gaussian", "share_inputs": True, "seed": 0, "period": 200}
 CONFIG_FORMAT = "compact_torch.sketch_config"
 CONFIG_VERSION = 1
@@ -76,10 +95,129 @@ def _hf_config(model):
 
 def sketch_config(model):
     """The sketch configuration of ``model``'s CompactLinear layers as JSON values: {"format", "version", "layers":
-    {module name: {"rank", "dist", "seed", "stream", "period", "layout", "sharing_decided", "share_group"}}}.
+    {module name: {"rank", "dist", "seed", "stream", "period", "layout", "sharing_decided", "share_group"}}, and,
+    when compress() applied pieces beyond the layers, "saved": {"pieces": [...], "seed": ...}}.
     ``compress(model, config=...)`` restores it on the plain model."""
-    return {"format": CONFIG_FORMAT, "version": CONFIG_VERSION,
-            "layers": {name: m.config() for name, m in model.named_modules() if isinstance(m, CompactLinear)}}
+    record = {"format": CONFIG_FORMAT, "version": CONFIG_VERSION,
+              "layers": {name: m.config() for name, m in model.named_modules() if isinstance(m, CompactLinear)}}
+    pieces = getattr(model, "_compact_pieces", None)
+    if pieces:
+        record["saved"] = dict(pieces)
+    return record
+
+
+def _lora_layers(model):
+    """{name: module} of the PEFT LoRA (and DoRA) layers in ``model``: modules with a ``base_layer`` and a ModuleDict
+    ``lora_A`` of adapters (peft.tuners.lora.Linear)."""
+    return {name: m for name, m in model.named_modules()
+            if hasattr(m, "base_layer") and isinstance(getattr(m, "lora_A", None), nn.ModuleDict)}
+
+
+def _choose(model, include, exclude, tied):
+    """The names of the layers to compress, and those that matched but are frozen.
+
+    Plain models: every nn.Linear (or Conv1D) whose name matches. PEFT LoRA models: the patterns name the adapted
+    layers (e.g. ``*.self_attn.q_proj``, as on the plain model), and what is compressed is each adapter's A
+    (``...q_proj.lora_A.default``): the frozen base layer saves no input for its weight (torch saves x only for a
+    weight that needs a gradient) and stays as it is, B reads A's small output. A frozen linear is never compressed:
+    it saves no input for its weight either, so there is nothing to gain, and its weight stays frozen."""
+    lora = _lora_layers(model)
+    adapters = tuple(f"{name}.{part}." for name in lora for part in ("lora_A", "lora_B"))
+    chosen, frozen = [], []
+
+    def consider(name, module, match_name):
+        if include is not None and not _matches(match_name, include):
+            return
+        if exclude and _matches(match_name, exclude):
+            return
+        if id(module.weight) in tied:
+            return
+        if not module.weight.requires_grad:
+            frozen.append(name)
+            return
+        chosen.append(name)
+
+    for name, module in model.named_modules():
+        if not name or not _is_compressible(module):  # not the model itself (use CompactLinear.from_module)
+            continue
+        if name.startswith(adapters):
+            continue  # A and B of LoRA layers: A below, B reads A's small output
+        consider(name, module, name)  # a LoRA layer's base_layer too: compressed only if the user trains it
+    for name, layer in lora.items():
+        for adapter, a in layer.lora_A.items():
+            if _is_compressible(a):
+                consider(f"{name}.lora_A.{adapter}", a, name)
+    return chosen, frozen
+
+
+def _nothing_matched(model, include, exclude, frozen):
+    """The message when compress() finds no layer: the patterns, and what the model has instead."""
+    names = [name for name, m in model.named_modules() if name and _is_compressible(m)]
+    msg = f"compact: compress: no nn.Linear matched include = {include!r}, exclude = {exclude!r} (trainable ones)"
+    if frozen:
+        msg += (f"; {len(frozen)} matching layers are frozen (requires_grad=False, e.g. {frozen[0]!r}): a frozen "
+                "linear saves no input for its weight, so compress leaves it as it is")
+    lora = _lora_layers(model)
+    if lora:
+        msg += (f"; this is a PEFT LoRA model: patterns name the adapted layers (e.g. {next(iter(lora))!r}), whose "
+                "adapters' A compress() compresses")
+    if names:
+        sample = ", ".join(repr(n) for n in names[:4])
+        msg += f"; the model's linear layers are named like {sample} ({len(names)} in all)"
+    else:
+        msg += "; the model has no nn.Linear or Conv1D at all"
+    return msg
+
+
+def _parse_saved(saved):
+    """The pieces of saved= (a tuple of SAVED_PIECES): "linear" (the default, the paper's layers: none), "all", one
+    piece's name or an iterable of them."""
+    if saved is None or saved == "linear":
+        return ()
+    if saved == "all":
+        return SAVED_PIECES
+    pieces = (saved,) if isinstance(saved, str) else tuple(saved)
+    unknown = [p for p in pieces if p not in SAVED_PIECES]
+    if unknown:
+        raise CompactError(f"compact: compress: argument saved = {saved!r} names {unknown}, which are not pieces; "
+                           f"saved takes 'linear' (the default), 'all', or some of {list(SAVED_PIECES)}")
+    return tuple(p for p in SAVED_PIECES if p in pieces)
+
+
+def _is_causal_lm(model):
+    return hasattr(model, "lm_head") and type(model).__name__.endswith("ForCausalLM")
+
+
+def _apply_pieces(model, pieces, seed, attention="exact"):
+    """The loss and activations pieces (the linears piece is the choice of layers). Records them on the model."""
+    applied = {}
+    if "loss" in pieces and _is_causal_lm(model):
+        from .loss import patch_causal_lm
+
+        patch_causal_lm(model)
+        applied["loss"] = True
+    if "activations" in pieces:
+        from .saved import SavedCodec, install
+
+        install(model, SavedCodec(seed=seed, attention=attention))
+        applied["activations"] = {"seed": int(seed), "attention": attention}
+    if "linears" in pieces:
+        applied["linears"] = True
+    model._compact_pieces = applied
+
+
+def _remove_pieces(model):
+    applied = getattr(model, "_compact_pieces", None) or {}
+    if "loss" in applied:
+        from .loss import unpatch_causal_lm
+
+        unpatch_causal_lm(model)
+    handle = getattr(model, "_compact_saved", None)
+    if handle is not None:
+        handle[1].remove()
+        del model._compact_saved
+    if hasattr(model, "_compact_pieces"):
+        del model._compact_pieces
 
 
 def _publish(model):
@@ -140,12 +278,17 @@ def _restore(model, config):
     if not replacements:
         raise CompactError("compact: compress: the sketch configuration lists no layer")
     _replace(model, replacements)
+    pieces = config.get("saved") or {}
+    if pieces:
+        act = pieces.get("activations") or {}
+        _apply_pieces(model, tuple(p for p in SAVED_PIECES if p in pieces), act.get("seed", 0),
+                      act.get("attention", "exact"))
     _publish(model)
     return model
 
 
 def compress(model, rank=None, dist=None, share_inputs=None, include=None, exclude=None, seed=None, period=None,
-             config=None):
+             config=None, saved=None, attention=None):
     """Replaces linear layers of ``model`` (``nn.Linear``, and GPT-2's ``Conv1D``) by ``CompactLinear`` in place
     and returns ``model``.
 
@@ -167,12 +310,30 @@ def compress(model, rank=None, dist=None, share_inputs=None, include=None, exclu
             of choosing layers; None (default) restores ``model.config.compact_torch`` when the model has no
             CompactLinear yet and carries one (a model loaded from a compressed model's ``save_pretrained``), False
             never restores. Restoring takes no other argument.
+        saved: what is stored small beyond the paper's layers. "linear" (the default): the paper's layers only.
+            "all": every piece below; or one piece's name, or a list of them:
+            "linears": CompAct on every linear of a block, the attention output projection too (when include and
+            exclude are None);
+            "loss": for a causal language model, the LM head and cross-entropy in chunks of tokens, the batch x
+            sequence x vocabulary logits never formed (compact_torch.loss; the model then returns no logits when
+            given labels in training);
+            "activations": everything else autograd saves in the model's backbone as compact's 8-bit codec
+            (compact_torch.saved).
+        attention: with the "activations" piece, "exact" (default: nothing saved inside attention modules is
+            compressed) or "compressed".
 
     Raises CompactError when no layer matches, a rank cannot be built for some layer, or a configuration does not fit
     the model (before changing anything).
     """
     given = {k: v for k, v in dict(rank=rank, dist=dist, share_inputs=share_inputs, include=include,
-                                   exclude=exclude, seed=seed, period=period).items() if v is not None}
+                                   exclude=exclude, seed=seed, period=period, saved=saved,
+                                   attention=attention).items() if v is not None}
+    pieces = _parse_saved(saved)
+    if attention is not None and attention not in ("exact", "compressed"):
+        raise CompactError(f"compact: compress: argument attention = {attention!r} is not 'exact' or 'compressed'")
+    if getattr(model, "_compact_pieces", None) and pieces:
+        raise CompactError(f"compact: compress: the model already has saved pieces {sorted(model._compact_pieces)}; "
+                           "decompress it first")
     saved = None
     if config is not None and config is not False:
         saved = _load_config(config)
@@ -188,27 +349,18 @@ def compress(model, rank=None, dist=None, share_inputs=None, include=None, exclu
         return _restore(model, saved)
 
     opts = {**DEFAULTS, **{k: v for k, v in given.items() if k in DEFAULTS}}
-    family = FAMILY_DEFAULTS.get(model_family(model))
+    family = (FAMILY_ALL_LINEARS if "linears" in pieces else FAMILY_DEFAULTS).get(model_family(model))
     if include is None and exclude is None:
-        include, exclude = family if family is not None else (None, DEFAULT_EXCLUDE)
+        generic = ALL_LINEARS_EXCLUDE if "linears" in pieces else DEFAULT_EXCLUDE
+        include, exclude = family if family is not None else (None, generic)
     elif include is None:
         include = family[0] if family is not None else None
     elif exclude is None:
         exclude = ()
     tied = _tied_parameters(model)
-    chosen = []
-    for name, module in model.named_modules():
-        if not name or not _is_compressible(module):  # not the model itself (use CompactLinear.from_module)
-            continue
-        if include is not None and not _matches(name, include):
-            continue
-        if exclude and _matches(name, exclude):
-            continue
-        if id(module.weight) in tied:
-            continue
-        chosen.append(name)
+    chosen, frozen = _choose(model, include, exclude, tied)
     if not chosen:
-        raise CompactError(f"compact: compress: no nn.Linear matched include = {include!r}, exclude = {exclude!r}")
+        raise CompactError(_nothing_matched(model, include, exclude, frozen))
     existing = compact_layers(model)
     used = [layer.stream for layer in existing if layer.stream < FIRST_AUTO_STREAM]
     first = max(used) + 1 if used else 0
@@ -224,6 +376,8 @@ def compress(model, rank=None, dist=None, share_inputs=None, include=None, exclu
             layer._sharing_decided = False
         replacements.append((name, layer))
     _replace(model, replacements)
+    if pieces:
+        _apply_pieces(model, pieces, opts["seed"], attention or "exact")
     _publish(model)
     return model
 
@@ -236,6 +390,7 @@ def decompress(model):
         raise CompactError("compact: decompress: call layer.to_plain() on a single CompactLinear")
     replacements = [(name, m.to_plain()) for name, m in model.named_modules() if isinstance(m, CompactLinear)]
     _replace(model, replacements)
+    _remove_pieces(model)
     config = _hf_config(model)
     if config is not None and hasattr(config, "compact_torch"):
         del config.compact_torch

@@ -119,6 +119,9 @@ class CpuMemoryTracker:
         self._saved = array.array("q")
         self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, _unpack)
         self._hooks.__enter__()
+        from . import saved  # a codec's hooks are innermost: it reports what it keeps
+
+        saved.OBSERVERS.append(self._pack)
         self._start_seq = int(self._mt.start())
 
     def _pack(self, t):
@@ -132,6 +135,9 @@ class CpuMemoryTracker:
         """Stops recording and returns the peak and its breakdown (see ``analyze``)."""
         log, tracker_peak = self._mt.stop()
         self._hooks.__exit__(None, None, None)
+        from . import saved
+
+        saved.OBSERVERS.remove(self._pack)
         records = torch.frombuffer(bytearray(log), dtype=torch.int64).reshape(-1, 4) if log else \
             torch.zeros(0, 4, dtype=torch.int64)
         saved = torch.frombuffer(self._saved, dtype=torch.int64).reshape(-1, 2) if len(self._saved) else \
