@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: MIT
-/// Prints the golden-value table of docs/spec.md (and tests/core/golden.cpp) from the reference entry functions, and
-/// every distribution of compact::Distributions with its record code and materialized entries.
+/// Prints the golden-value table of docs/spec.md (and tests/core/golden.cpp) from the reference entry functions, the
+/// sr8 codec's golden values, and every distribution of compact::Distributions with its record code and materialized
+/// entries.
 #include <compact/compact.hpp>
+
+#include "../tests/core/sr8_golden.hpp"
 
 #include <cstdio>
 #include <cstring>
@@ -53,6 +56,31 @@ void print_srht() {
     }
   }
 }
+/// The sr8 codec's golden values (docs/spec.md): per case of tests/core/sr8_golden.hpp, the scales' bits and q as hex
+/// bytes, one block (64 values) per line, as tests/core/golden.cpp holds them; then the uniforms of case B's state.
+void print_sr8() {
+  for (const compact_test::Sr8GoldenCase& c : compact_test::sr8_golden_cases()) {
+    const compact::index_t n = static_cast<compact::index_t>(c.x.size());
+    std::vector<std::int8_t> q(c.x.size());
+    std::vector<float> scales(static_cast<std::size_t>(compact::sr8_scale_count(n)));
+    compact::detail::sr8_encode_scalar(compact::sr8_params(c.state), 0, c.x.data(), n, q.data(), scales.data());
+    std::printf("sr8 case %s: %lld values, state seed=0x%016llx stream=0x%llx window=0x%llx\n  scales:", c.name,
+                static_cast<long long>(n), static_cast<unsigned long long>(c.state.seed),
+                static_cast<unsigned long long>(c.state.stream), static_cast<unsigned long long>(c.state.window));
+    for (const float s : scales) std::printf(" 0x%08x", compact::fp32::bits_of(s));
+    std::printf("\n  q:\n");
+    for (std::size_t i = 0; i < q.size(); ++i) {
+      std::printf("%s%02x%s", i % 64 == 0 ? "    \"" : "", static_cast<unsigned>(static_cast<std::uint8_t>(q[i])),
+                  i % 64 == 63 || i + 1 == q.size() ? "\"\n" : "");
+    }
+  }
+  const compact::Sr8Params p = compact::sr8_params(compact_test::sr8_golden_cases()[1].state);
+  std::printf("sr8 uniforms of case B's state:");
+  for (const std::int64_t i : compact_test::kSr8GoldenUniformAt)
+    std::printf(" u(%lld)=0x%04x", static_cast<long long>(i), compact::sr8_uniform(p, i));
+  std::printf("\n");
+}
+
 /// Every distribution of compact::Distributions: its record code (the checkpoint record's distribution field) and
 /// P[i][j] at the same (i, j) as the tables above, from its CPU projector's materialize() (a new distribution added to
 /// the list is printed here without an edit).
@@ -93,5 +121,6 @@ int main() {
     }
   }
   print_srht();
+  print_sr8();
   print_distributions();
 }

@@ -2,7 +2,8 @@
 /// GPU benchmarks of the CUDA backend, each against its baseline measured in the same iterations with CUDA events:
 /// dense sketch / unsketch_grad vs cublasGemmEx with a stored P (bf16, fp32 compute), serially, with the overlapped
 /// schedule and over a window of micro-batches sharing a MaterializedP; SRHT sketch vs a device-to-device copy of
-/// the same bytes; the copy bandwidth itself; P generation throughput. Exits 77 without a device.
+/// the same bytes; the copy bandwidth itself; P generation throughput; the sr8 codec's encode and decode vs a copy of
+/// the values. Exits 77 without a device.
 
 #include <benchmark/benchmark.h>
 
@@ -279,6 +280,49 @@ void BM_CompressedGrad_Cuda_Bf16ToFp32(benchmark::State& state) {
   state.counters["ratio_vs_bf16_out"] = mixed_ms / bf16_ms;
 }
 
+/// The sr8 codec on `count` bf16 values (cuda/sr8.cuh): encode (reads x, writes q and one scale per 64 values) or
+/// decode (reads q and the scales, writes bf16), each against a device-to-device copy of the bf16 values in the same
+/// iterations. Counters: GB/s of the codec's own traffic, copy_GB/s (read + write), fraction_of_copy_bw, and
+/// x_GB/s, the bf16 values encoded or decoded per second in bytes.
+void BM_Sr8_Cuda_Bf16(benchmark::State& state, bool encode) {
+  const index_t count = state.range(0);
+  Gpu& g = gpu();
+  const thrust::device_vector<Bf16> x = filled<Bf16>(static_cast<std::size_t>(count));
+  thrust::device_vector<Bf16> out(static_cast<std::size_t>(count)), copy(static_cast<std::size_t>(count));
+  thrust::device_vector<std::int8_t> q(static_cast<std::size_t>(count));
+  thrust::device_vector<float> scales(static_cast<std::size_t>(compact::sr8_scale_count(count)));
+  const Bf16* xd = thrust::raw_pointer_cast(x.data());
+  std::int8_t* qd = thrust::raw_pointer_cast(q.data());
+  float* sd = thrust::raw_pointer_cast(scales.data());
+  const auto run_encode = [&] {
+    compact::sr8_encode(g.backend, xd, count, compact::SketchState{1, 2, 3}, qd, sd, g.backend.stream);
+  };
+  const auto run_decode = [&] {
+    compact::sr8_decode(g.backend, static_cast<const std::int8_t*>(qd), static_cast<const float*>(sd), count,
+                        thrust::raw_pointer_cast(out.data()), g.backend.stream);
+  };
+  const std::size_t x_bytes = static_cast<std::size_t>(count) * sizeof(Bf16);
+  const auto run_copy = [&] {
+    check(
+        cudaMemcpyAsync(thrust::raw_pointer_cast(copy.data()), xd, x_bytes, cudaMemcpyDeviceToDevice, g.backend.stream),
+        "cudaMemcpyAsync");
+  };
+  run_encode();  // decode reads what an encode wrote
+  std::pair<double, double> ms;
+  if (encode) {
+    ms = time_against(state, run_encode, run_copy);
+  } else {
+    ms = time_against(state, run_decode, run_copy);
+  }
+  const double codec_bytes = double(x_bytes) + double(count) + 4.0 * double(compact::sr8_scale_count(count));
+  const double codec_bw = codec_bytes / (ms.first * 1e-3), copy_bw = 2.0 * double(x_bytes) / (ms.second * 1e-3);
+  state.counters["GB/s"] = codec_bw * 1e-9;
+  state.counters["x_GB/s"] = double(x_bytes) / (ms.first * 1e-3) * 1e-9;
+  state.counters["copy_GB/s"] = copy_bw * 1e-9;
+  state.counters["fraction_of_copy_bw"] = codec_bw / copy_bw;
+  state.SetBytesProcessed(static_cast<std::int64_t>(codec_bytes) * state.iterations());
+}
+
 void dense_shapes(benchmark::internal::Benchmark* b) {
   for (index_t batch : {256, 4096}) {
     for (index_t n : {1024, 4096}) {
@@ -345,6 +389,19 @@ BENCHMARK_TEMPLATE(BM_Materialize_Cuda, compact::Gaussian)
 BENCHMARK_TEMPLATE(BM_Materialize_Cuda, compact::Rademacher)
     ->Name("BM_Materialize_Cuda_Rademacher")
     ->Args({4096, 1024})
+    ->UseManualTime()
+    ->MinTime(kMinTime)
+    ->Unit(benchmark::kMicrosecond);
+
+BENCHMARK_CAPTURE(BM_Sr8_Cuda_Bf16, encode, true)
+    ->Name("BM_Sr8Encode_Cuda_Bf16")
+    ->Arg(std::int64_t{1} << 26)
+    ->UseManualTime()
+    ->MinTime(kMinTime)
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_Sr8_Cuda_Bf16, decode, false)
+    ->Name("BM_Sr8Decode_Cuda_Bf16")
+    ->Arg(std::int64_t{1} << 26)
     ->UseManualTime()
     ->MinTime(kMinTime)
     ->Unit(benchmark::kMicrosecond);

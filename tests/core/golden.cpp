@@ -1,11 +1,16 @@
 // SPDX-License-Identifier: MIT
-/// Golden values of the entry specification v1 (docs/spec.md). Built three times: -O0, -O3 -march=native and
-/// -O2 -ffp-contract=fast; every build must reproduce the same bits through every generation path.
+/// Golden values of the entry specification v1 and of the sr8 codec (docs/spec.md). Built three times: -O0,
+/// -O3 -march=native and -O2 -ffp-contract=fast; every build must reproduce the same bits through every generation
+/// path.
 #include <doctest/doctest.h>
 
 #include <compact/compact.hpp>
 
+#include "core/sr8_golden.hpp"
+
+#include <algorithm>
 #include <cstdint>
+#include <iterator>
 #include <vector>
 
 namespace {
@@ -261,5 +266,89 @@ TEST_CASE("the CPU SRHT projector's materialize, sketch and unsketch_grad reprod
     }
     const compact::Projector<compact::Cpu, compact::Srht, double> proj64(c.n, c.r, c.state);
     CHECK((proj64.materialize() - p.cast<double>()).cwiseAbs().maxCoeff() == 0.0);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The sr8 codec (docs/spec.md, "sr8 golden values"): the inputs of tests/core/sr8_golden.hpp, every q byte and scale.
+// Regenerate with tools/print_golden.cpp.
+
+namespace {
+
+struct Sr8Golden {
+  std::uint32_t scales[5];
+  const char* q[5];  // hex bytes, one block per string
+};
+
+const Sr8Golden kSr8Golden[] = {
+    {{0x3bf9df7f, 0x3bfc0cfa, 0x3bfd0959, 0x3bffd2f0},
+     {"6511189aeee23fe31f3085d01547ea08dd018f3db584496c2c234618113d2a5a"
+      "6daa09cd6c496d50b58e3f3c7e7b3dfc819a3ddd7d4a3eed1eb5fe173dc0b00c",
+      "58b6ab6783d2e7520f52c90b68e2d6073f128c8851ed5577bd52717a1e7d787d"
+      "e2cf73c2a2539098c73da0a24f34117bf42fe7ce5ccaf3a981a79736534b34be",
+      "2c16f30e33826a0ebce92eb268372c2be8d9b5bda2aa7b3375cc117d17f4bce5"
+      "11199346417d4731dc6dce4bd883e83be8f318852fa800bba1b282011051937f",
+      "77a837dc81441397"}},
+    {{0x3479df7f, 0x7fc00000, 0x00000000, 0x3f810204, 0x45137b8a},
+     {"6512189beee23ee31f3085cf1546ea07dd008f3db4844a6c2b234618103d2a59"
+      "6eaa09cc6c496e50b58f3f3c7e7b3dfc819a3cdd7d4a3eee1db5fd173dc0b00d",
+      "0000000000000000000000000000000000000000000000000000000000000000"
+      "0000000000000000000000000000000000000000000000000000000000000000",
+      "0000000000000000000000000000000000000000000000000000000000000000"
+      "0000000000000000000000000000000000000000000000000000000000000000",
+      "8185898d9195999da1a5a8adb1b4b8bdc0c4c9cdd1d4d8dce0e4e8ecf0f5f9fc"
+      "0004080c1014181c1f23282c2f34383c4043484c4f53585b6063676b6f73777b",
+      "e6f49e7f3e9a688c0d1752fdb3fa42ebf8156a229a6ca9f053657b5db74244fe"
+      "fd14aa119736fc82d859d37d"}},
+};
+
+/// sr8_uniform at compact_test::kSr8GoldenUniformAt for case B's state.
+const std::uint32_t kSr8GoldenUniforms[] = {0x6d2d, 0x1f57, 0xe07b, 0x4b32, 0xe54a, 0x466c, 0xf3fd, 0x7d18, 0x6691};
+
+/// The golden q bytes of a case, concatenated.
+std::vector<std::int8_t> golden_q(const Sr8Golden& g) {
+  std::vector<std::int8_t> out;
+  for (const char* block : g.q) {
+    for (const char* p = block; p != nullptr && p[0] != '\0'; p += 2) {
+      const auto nibble = [](char c) { return c <= '9' ? c - '0' : c - 'a' + 10; };
+      out.push_back(static_cast<std::int8_t>(static_cast<std::uint8_t>(nibble(p[0]) * 16 + nibble(p[1]))));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("the sr8 codec reproduces the golden q bytes and scales on the reference and on every instruction set") {
+  const std::vector<compact_test::Sr8GoldenCase> cases = compact_test::sr8_golden_cases();
+  for (std::size_t c = 0; c < cases.size(); ++c) {
+    CAPTURE(cases[c].name);
+    const std::vector<float>& x = cases[c].x;
+    const compact::index_t n = static_cast<compact::index_t>(x.size());
+    const std::vector<std::int8_t> want = golden_q(kSr8Golden[c]);
+    REQUIRE(want.size() == x.size());
+    const std::size_t blocks = static_cast<std::size_t>(compact::sr8_scale_count(n));
+    const auto check = [&](const std::vector<std::int8_t>& q, const std::vector<float>& scales) {
+      CHECK(q == want);
+      for (std::size_t b = 0; b < blocks; ++b) CHECK(compact::fp32::bits_of(scales[b]) == kSr8Golden[c].scales[b]);
+    };
+    std::vector<std::int8_t> q(x.size());
+    std::vector<float> scales(blocks);
+    compact::detail::sr8_encode_scalar(compact::sr8_params(cases[c].state), 0, x.data(), n, q.data(), scales.data());
+    check(q, scales);
+    for (const compact::CpuIsa isa : {compact::CpuIsa::kScalar, compact::CpuIsa::kAvx2, compact::CpuIsa::kAvx512}) {
+      if (!compact::cpu_isa_supported(isa)) continue;
+      CAPTURE(compact::cpu_isa_name(isa));
+      const compact::CpuIsa previous = compact::set_cpu_isa_cap(isa);
+      std::fill(q.begin(), q.end(), std::int8_t{0x55});
+      compact::sr8_encode(compact::Cpu{}, x.data(), n, cases[c].state, q.data(), scales.data());
+      compact::set_cpu_isa_cap(previous);
+      check(q, scales);
+    }
+  }
+  const compact::Sr8Params p = compact::sr8_params(cases[1].state);
+  for (std::size_t k = 0; k < std::size(compact_test::kSr8GoldenUniformAt); ++k) {
+    CAPTURE(compact_test::kSr8GoldenUniformAt[k]);
+    CHECK(compact::sr8_uniform(p, compact_test::kSr8GoldenUniformAt[k]) == kSr8GoldenUniforms[k]);
   }
 }

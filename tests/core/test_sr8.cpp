@@ -288,7 +288,7 @@ void check_kernels(const std::vector<T>& storage, index_t x_phase, index_t q_pha
   const index_t ns = compact::sr8_scale_count(count);
   std::vector<std::int8_t> q(std::size_t(count + q_phase + 20), std::int8_t{0x55});
   std::vector<float> scales(std::size_t(ns + 1), -3.0f);
-  compact::detail::Launch1d launch = compact::detail::sr8_launch(count, threads);
+  compact::detail::Launch1d launch = compact::detail::sr8_encode_launch(count, threads);
   launch.blocks = std::min(launch.blocks, max_blocks);
   const Sr8Params p = compact::sr8_params(kState);
   compact::detail::host_launch_blocks(
@@ -305,7 +305,10 @@ void check_kernels(const std::vector<T>& storage, index_t x_phase, index_t q_pha
 
   using Out = T;
   std::vector<Out> out(std::size_t(count + out_phase + 20), Out(7));
-  compact::detail::host_launch_threads(launch, [&](const compact::detail::Thread1d& th) {
+  compact::detail::Launch1d decode = compact::detail::sr8_decode_launch<Out>(count);
+  decode.blocks = std::min(decode.blocks, max_blocks);
+  decode.threads = threads;  // fewer threads than the launcher's: the grid-stride loop covers the rest
+  compact::detail::host_launch_threads(decode, [&](const compact::detail::Thread1d& th) {
     compact::detail::sr8_decode_thread(th, q.data() + q_phase, scales.data(), count, out.data() + out_phase, codec);
   });
   index_t mismatches = 0;

@@ -50,7 +50,7 @@ void sr8_encode(const Cuda& backend, const Scalar* x, index_t count, const Sketc
   (void)backend;
   detail::check_sr8_encode_args("sr8_encode", x, count, q, scales);
   if (count == 0) return;
-  const detail::Launch1d l = detail::sr8_launch(count);
+  const detail::Launch1d l = detail::sr8_encode_launch(count);
   const Sr8Params p = sr8_params(state);
   detail::launch_kernel("sr8_encode_kernel", [&] {
     detail::sr8_encode_kernel<Scalar><<<static_cast<unsigned>(l.blocks), static_cast<unsigned>(l.threads),
@@ -71,7 +71,7 @@ void sr8_decode(const Cuda& backend, const std::int8_t* q, const float* scales, 
   (void)backend;
   detail::check_sr8_decode_args("sr8_decode", q, scales, count, out);
   if (count == 0) return;
-  const detail::Launch1d l = detail::sr8_launch(count);
+  const detail::Launch1d l = detail::sr8_decode_launch<Scalar>(count);
   detail::launch_kernel("sr8_decode_kernel", [&] {
     detail::sr8_decode_kernel<Scalar>
         <<<static_cast<unsigned>(l.blocks), static_cast<unsigned>(l.threads), 0, stream>>>(q, scales, count, out);

@@ -2,11 +2,12 @@
 #pragma once
 /// The sr8 codec's GPU kernel bodies (spec/sr8.hpp), functions of (block, thread) that the CUDA launchers
 /// (cuda/sr8.cuh) run and the host tests drive with kernels/block.hpp's loops: the encode, cooperative (the four
-/// threads of a 64-value block share its amax through shared memory), and the decode, one thread per 16 values.
+/// threads of a 64-value block share its amax through shared memory), and the decode, one 16-byte vector of output
+/// per thread.
 ///
-/// A thread owns 16 consecutive values: two Philox calls give their uniforms, its q is one 16-byte store, its inputs
-/// one to four 16-byte loads (where the pointers are 16-byte aligned and the 16 values exist; element by element
-/// otherwise). Every value is converted to fp32 exactly first (bf16, fp16) and goes through the reference's
+/// An encode thread owns 16 consecutive values: two Philox calls give their uniforms, its q is one 16-byte store, its
+/// inputs one to four 16-byte loads (where the pointers are 16-byte aligned and the 16 values exist; element by
+/// element otherwise). Every value is converted to fp32 exactly first (bf16, fp16) and goes through the reference's
 /// sr8_quantize / sr8_decode_value, so the bits are the CPU's.
 
 #include <cstddef>
@@ -36,9 +37,9 @@ inline std::size_t sr8_encode_shared_bytes(index_t threads) {
   return static_cast<std::size_t>(threads) * sizeof(std::uint32_t);
 }
 
-/// The launch of an encode or decode of `count` values: `threads` threads (a multiple of kSr8ThreadsPerBlock) per CUDA
-/// block, one CUDA block per threads * 16 values, at most kSr8MaxGridBlocks.
-inline Launch1d sr8_launch(index_t count, index_t threads = kSr8Threads) {
+/// The launch of an encode of `count` values: `threads` threads (a multiple of kSr8ThreadsPerBlock) per CUDA block, one
+/// CUDA block per tile of threads * 16 values, at most kSr8MaxGridBlocks (grid-stride beyond).
+inline Launch1d sr8_encode_launch(index_t count, index_t threads = kSr8Threads) {
   Launch1d l = grid_stride_launch(count, threads * kSr8ThreadValues, kSr8MaxGridBlocks);
   l.threads = threads;
   return l;
@@ -131,41 +132,40 @@ COMPACT_HOST_DEVICE inline void sr8_encode_tiles(Block& b, const Sr8Params& p, c
   }
 }
 
-/// The decode of `count` values, one thread per 16 (grid-stride): out[i] = from_float(float(q[i]) * scales[i / 64])
-/// (sr8_decode_value, then from_float's rounding to Out), with 16-byte loads and stores where aligned and whole.
+/// Values per task of the decode into Out: one 16-byte vector of Out (4 floats, 8 16-bit values), so that the threads
+/// of a warp store consecutive vectors.
+template <class Out>
+inline constexpr int kSr8DecodeValues = kVec16Elems<Out>;
+
+/// The launch of a decode of `count` values into Out: kSr8Threads threads per CUDA block, one task of
+/// kSr8DecodeValues<Out> values per thread, at most kSr8MaxGridBlocks blocks (grid-stride beyond).
+template <class Out>
+inline Launch1d sr8_decode_launch(index_t count) {
+  return grid_stride_launch((count + kSr8DecodeValues<Out> - 1) / kSr8DecodeValues<Out>, kSr8Threads,
+                            kSr8MaxGridBlocks);
+}
+
+/// The decode of `count` values, one task of kSr8DecodeValues<Out> values per thread (grid-stride): out[i] =
+/// from_float(float(q[i]) * scales[i / 64]) (sr8_decode_value, then from_float's rounding to Out). A task's values
+/// share one block (its size divides 64); its output is one 16-byte store where out + i0 is aligned and the task
+/// whole, element stores otherwise; q is read byte by byte (consecutive threads read consecutive bytes).
 template <class Out, class FromFloat>
 COMPACT_HOST_DEVICE inline void sr8_decode_thread(const Thread1d& th, const std::int8_t* q, const float* scales,
                                                   index_t count, Out* out, FromFloat from_float) {
-  const index_t tasks = (count + kSr8ThreadValues - 1) / kSr8ThreadValues;
+  constexpr int kValues = kSr8DecodeValues<Out>;
+  static_assert(kSr8Block % kValues == 0, "sr8 decode: a task lies inside one block");
+  using Bits = decltype(raw_bits(from_float(0.0f)));
+  const index_t tasks = (count + kValues - 1) / kValues;
   for (index_t task = th.first(); task < tasks; task += th.step()) {
-    const index_t i0 = task * kSr8ThreadValues;
-    const bool whole = i0 + kSr8ThreadValues <= count;
+    const index_t i0 = task * kValues;
     const float s = scales[i0 / kSr8Block];
-    std::uint32_t packed[4] = {0u, 0u, 0u, 0u};
-    if (whole && is_aligned16(q + i0)) {
-      load16(q + i0, packed);
-    } else {
-      for (int e = 0; e < kSr8ThreadValues && i0 + e < count; ++e)
-        packed[e / 4] |= static_cast<std::uint32_t>(static_cast<std::uint8_t>(q[i0 + e])) << (8 * (e % 4));
-    }
-    float values[kSr8ThreadValues];
-    COMPACT_UNROLL
-    for (int e = 0; e < kSr8ThreadValues; ++e) {
-      const auto byte = static_cast<std::int8_t>(static_cast<std::uint8_t>(packed[e / 4] >> (8 * (e % 4))));
-      values[e] = sr8_decode_value(byte, s);
-    }
-    if (whole && is_aligned16(out + i0)) {
-      constexpr int kVec = kVec16Elems<Out>;
-      using Bits = decltype(raw_bits(from_float(0.0f)));
+    if (i0 + kValues <= count && is_aligned16(out + i0)) {
+      Bits bits[kValues];
       COMPACT_UNROLL
-      for (int v0 = 0; v0 < kSr8ThreadValues; v0 += kVec) {
-        Bits bits[kVec];
-        COMPACT_UNROLL
-        for (int l = 0; l < kVec; ++l) bits[l] = raw_bits(from_float(values[v0 + l]));
-        store_vec16(out + i0 + v0, pack_vec16(bits));
-      }
+      for (int e = 0; e < kValues; ++e) bits[e] = raw_bits(from_float(sr8_decode_value(q[i0 + e], s)));
+      store_vec16(out + i0, pack_vec16(bits));
     } else {
-      for (int e = 0; e < kSr8ThreadValues && i0 + e < count; ++e) out[i0 + e] = from_float(values[e]);
+      for (int e = 0; e < kValues && i0 + e < count; ++e) out[i0 + e] = from_float(sr8_decode_value(q[i0 + e], s));
     }
   }
 }
