@@ -91,3 +91,30 @@ def mismatch_main(rank, world, port, out_dir):
     dist.barrier()
     del ddp
     teardown()
+
+
+def torch_ddp_main(rank, world, port, out_dir):
+    """torch's own DistributedDataParallel (as the Hugging Face Trainer and accelerate build it) over a compress()ed
+    model: the constructor leaves the Ghat placeholders alone and CompressedAdamW averages Ghat in step(). Saves the
+    final weights, which must be compact_torch.DistributedDataParallel's bit for bit (spawn_main), and each step's
+    all-reduce payload of DDP's buckets (the dense parameters only)."""
+    torch.set_num_threads(1)
+    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    model, opt = build(True)
+    ddp = torch.nn.parallel.DistributedDataParallel(model, broadcast_buffers=False)
+    traffic = ct.AllReduceTraffic()
+    ddp.register_comm_hook(traffic, ct.counting_allreduce_hook)
+    per = GLOBAL_BATCH // world
+    payload = []
+    for step in range(STEPS):
+        ids = global_batch(step)[rank * per:(rank + 1) * per]
+        traffic.reset()
+        ddp(ids, ids).backward()
+        payload.append(traffic.total_bytes)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    torch.save({"final": model.state_dict(), "payload": payload}, os.path.join(out_dir, f"torch_ddp{rank}.pt"))
+    dist.barrier()
+    del ddp
+    teardown()

@@ -190,3 +190,19 @@ def test_ranks_that_disagree_on_a_sketch_state_raise_before_reducing(tmp_path):
         assert "ranks disagree on the sketch state of layer 'model.layers.1.mlp.down_proj'" in message, message
         assert "rank 0: seed 5, stream 11, period 2, step 0, r = 88" in message, message
         assert "rank 1: seed 5, stream 11, period 2, step 7, r = 88" in message, message
+
+
+def test_torch_own_ddp_trains_a_compressed_model_as_compact_ddp_does(ddp_runs, tmp_path):
+    """The frameworks build torch.nn.parallel.DistributedDataParallel themselves: on a compress()ed model its
+    constructor must not write into the zero-stride placeholders, and CompressedAdamW's own all-reduce of Ghat must
+    give compact_torch.DistributedDataParallel's trajectory bit for bit (both divide by the world size, then sum)."""
+    mp.spawn(worker.torch_ddp_main, args=(WORLD, free_port(), str(tmp_path)), nprocs=WORLD, join=True)
+    model, _ = worker.build(True)
+    elt = 8  # float64
+    dense_bytes = sum(p.numel() * elt for p in model.parameters() if p.requires_grad and ct.owner_of(p) is None)
+    for rank in range(WORLD):
+        got = torch.load(os.path.join(tmp_path, f"torch_ddp{rank}.pt"))
+        want = ddp_runs[(rank, True)]["final"]
+        for (name, a), b in zip(got["final"].items(), want.values()):
+            assert torch.equal(a, b) if torch.is_tensor(a) else a == b, name
+        assert got["payload"] == [dense_bytes] * worker.STEPS  # DDP's buckets hold the dense parameters only

@@ -13,7 +13,7 @@ import os
 from torch import nn
 
 from ._ext import CompactError
-from .linear import FIRST_AUTO_STREAM, CompactLinear, _SharePool, compact_layers, is_conv1d
+from .linear import FIRST_AUTO_STREAM, CompactLinear, _SharePool, compact_layers, is_conv1d, owner_of
 
 # The generic default, for models of no known family: every linear layer except attention output projections and
 # heads. These patterns (fnmatch on the module's dotted name) name those layers in Hugging Face LLaMA/Mistral/Qwen
@@ -169,6 +169,21 @@ def _nothing_matched(model, include, exclude, frozen):
     return msg
 
 
+def _placeholder_names(model):
+    """The names (in ``model.named_parameters()``) of the CompactLinear placeholders weight_ghat."""
+    return [name for name, p in model.named_parameters() if owner_of(p) is not None]
+
+
+def _tell_ddp(model):
+    """Adds the placeholders to ``model._ddp_params_and_buffers_to_ignore``, which torch's DistributedDataParallel
+    reads when it is built (the Trainer, accelerate and Lightning build it from the model they are given): it then
+    neither broadcasts into them (a zero-stride placeholder cannot be written) nor buckets them, and CompressedAdamW
+    all-reduces their gradients Ghat itself, once per step."""
+    ignored = list(getattr(model, "_ddp_params_and_buffers_to_ignore", []))
+    ignored += [n for n in _placeholder_names(model) if n not in ignored]
+    model._ddp_params_and_buffers_to_ignore = ignored
+
+
 def _parse_saved(saved):
     """The pieces of saved= (a tuple of SAVED_PIECES): "linear" (the default, the paper's layers: none), "all", one
     piece's name or an iterable of them."""
@@ -283,6 +298,7 @@ def _restore(model, config):
         act = pieces.get("activations") or {}
         _apply_pieces(model, tuple(p for p in SAVED_PIECES if p in pieces), act.get("seed", 0),
                       act.get("attention", "exact"))
+    _tell_ddp(model)
     _publish(model)
     return model
 
@@ -378,6 +394,7 @@ def compress(model, rank=None, dist=None, share_inputs=None, include=None, exclu
     _replace(model, replacements)
     if pieces:
         _apply_pieces(model, pieces, opts["seed"], attention or "exact")
+    _tell_ddp(model)
     _publish(model)
     return model
 
@@ -388,9 +405,17 @@ def decompress(model):
     Returns ``model``. An optimizer built for the compressed model must be rebuilt."""
     if isinstance(model, CompactLinear):
         raise CompactError("compact: decompress: call layer.to_plain() on a single CompactLinear")
+    placeholders = set(_placeholder_names(model))
     replacements = [(name, m.to_plain()) for name, m in model.named_modules() if isinstance(m, CompactLinear)]
     _replace(model, replacements)
     _remove_pieces(model)
+    ignored = getattr(model, "_ddp_params_and_buffers_to_ignore", None)
+    if ignored is not None:
+        kept = [n for n in ignored if n not in placeholders]
+        if kept:
+            model._ddp_params_and_buffers_to_ignore = kept
+        else:
+            del model._ddp_params_and_buffers_to_ignore
     config = _hf_config(model)
     if config is not None and hasattr(config, "compact_torch"):
         del config.compact_torch

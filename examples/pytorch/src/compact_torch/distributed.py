@@ -79,11 +79,21 @@ class DistributedDataParallel(torch.nn.parallel.DistributedDataParallel):
         for layer in layers:
             layer.weight_ghat.data = torch.zeros(layer.weight_ghat.shape, dtype=layer.weight_ghat.dtype,
                                                  device=layer.weight_ghat.device)
+        # compress() tells torch's DDP to leave the placeholders alone (CompressedAdamW then reduces Ghat); this
+        # wrapper buckets them instead, so it builds DDP without those names and marks the layers.
+        ignored = getattr(module, "_ddp_params_and_buffers_to_ignore", None)
+        if ignored is not None:
+            placeholders = {n for n, p in module.named_parameters() if owner_of(p) is not None}
+            module._ddp_params_and_buffers_to_ignore = [n for n in ignored if n not in placeholders]
         try:
             super().__init__(module, *args, **kwargs)
         finally:
             for layer in layers:
                 layer._reset_ghat()
+            if ignored is not None:
+                module._ddp_params_and_buffers_to_ignore = ignored
+        for layer in layers:
+            layer._ghat_reduced = "ddp"
         self._check_states = check_states
         ids = {id(layer) for layer in layers}
         self._layer_names = [n for n, m in module.named_modules() if id(m) in ids]
@@ -121,6 +131,7 @@ def fully_shard(module, **kwargs):
     result = torch_fully_shard(module, **kwargs)
     for layer in layers:
         _register_owner(layer)
+        layer._ghat_reduced = "fsdp"  # reduce-scattered by FSDP2: CompressedAdamW leaves it alone
     return result
 
 

@@ -310,6 +310,9 @@ class CompactLinear(nn.Module):
         self._pool = None
         self._sharing_decided = True
         self._record = None
+        # Who all-reduces Ghat under data parallelism: None (CompressedAdamW, for torch's own DDP, which compress()
+        # tells to leave the placeholder alone), "ddp" (compact_torch.DistributedDataParallel's buckets) or "fsdp".
+        self._ghat_reduced = None
 
     def reset_parameters(self):
         """nn.Linear's initialization."""

@@ -36,6 +36,13 @@ class CompressedAdamW(torch.optim.Optimizer):
             layers).
         alpha: scale of the decompressed update of compressed layers (default 1, the value of every documented run;
             the paper uses 0.25 for pretraining).
+        allreduce: under torch.distributed, whether step() averages the compressed layers' gradients Ghat over the
+            ranks itself: "auto" (default: when the process group has more than one rank), True, False. torch's own
+            DistributedDataParallel (as the Hugging Face Trainer, accelerate and Lightning build it) leaves the
+            placeholders of a compress()ed model alone, so this is what synchronizes them; layers under
+            compact_torch.DistributedDataParallel or fully_shard are reduced there and skipped here. Pass False for
+            model parallelism where ranks hold different layers.
+        process_group: the group of that all-reduce (default: the default group).
 
     Raises CompactError when a CompactLinear's weight is given without its weight_ghat (the weight could never be
     updated). All layers that share a sketch (q/k/v, gate/up) must be given to the same optimizer. ``state_dict()``
@@ -43,7 +50,8 @@ class CompressedAdamW(torch.optim.Optimizer):
     bit for bit; ``load_state_dict`` restores it into the layers and refuses a rank or distribution that differs.
     """
 
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, alpha=1.0):
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, alpha=1.0, allreduce="auto",
+                 process_group=None):
         if not 0.0 <= lr:
             raise CompactError(f"compact: CompressedAdamW: argument lr = {lr} must be >= 0")
         if not (0.0 <= betas[0] < 1.0 and 0.0 <= betas[1] < 1.0):
@@ -52,7 +60,12 @@ class CompressedAdamW(torch.optim.Optimizer):
             raise CompactError(f"compact: CompressedAdamW: argument eps = {eps} must be >= 0")
         if not 0.0 <= weight_decay:
             raise CompactError(f"compact: CompressedAdamW: argument weight_decay = {weight_decay} must be >= 0")
+        if allreduce not in ("auto", True, False):
+            raise CompactError(f"compact: CompressedAdamW: argument allreduce = {allreduce!r} must be 'auto', True "
+                               "or False")
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, alpha=alpha))
+        self.allreduce = allreduce
+        self.process_group = process_group
         self._check_weights()
 
     def add_param_group(self, param_group):
@@ -84,6 +97,7 @@ class CompressedAdamW(torch.optim.Optimizer):
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
+        self._allreduce_ghat()
         stepped = {}
         for group in self.param_groups:
             for p in group["params"]:
@@ -98,6 +112,34 @@ class CompressedAdamW(torch.optim.Optimizer):
         for state in stepped.values():
             state[3] += 1
         return loss
+
+    def _allreduce_ghat(self):
+        """Averages the compressed gradients over the ranks when torch's own DistributedDataParallel left them to us
+        (compress() puts the placeholders in its ``_ddp_params_and_buffers_to_ignore``): one all-reduce per device
+        and dtype of every such Ghat, flattened, as DDP's default hook does it (divide by the world size, then sum),
+        so the result is DDP's bit for bit. Skipped in one process, with ``allreduce=False``, and for layers whose Ghat
+        compact_torch.DistributedDataParallel or fully_shard reduce. A placeholder without a gradient on this rank
+        contributes zeros (every rank must take part in the same all-reduce) and then has that average as its
+        gradient."""
+        if self.allreduce is False or not (torch.distributed.is_available() and torch.distributed.is_initialized()):
+            return
+        world = torch.distributed.get_world_size(self.process_group)
+        if world == 1 and self.allreduce == "auto":
+            return
+        owned = [(p, layer) for p, layer in self._owned() if layer._ghat_reduced is None]
+        buckets = {}
+        for p, _ in owned:
+            if hasattr(p, "to_local") or hasattr(p.grad, "to_local"):
+                continue  # a DTensor (torch's FSDP2): its gradient is reduce-scattered there
+            if p.grad is None:
+                p.grad = torch.zeros(p.shape, dtype=p.dtype, device=p.device)
+            buckets.setdefault((p.grad.device, p.grad.dtype), []).append(p.grad)
+        for _, grads in sorted(buckets.items(), key=lambda kv: (str(kv[0][0]), str(kv[0][1]))):
+            flat = torch._utils._flatten_dense_tensors(grads)
+            flat.div_(world)
+            torch.distributed.all_reduce(flat, group=self.process_group)
+            for g, reduced in zip(grads, torch._utils._unflatten_dense_tensors(flat, grads)):
+                g.copy_(reduced)
 
     def _compressed_update(self, p, layer, group):
         grad = p.grad
