@@ -9,6 +9,7 @@
 /// for AVX2 + FMA whatever the translation unit's -m flags (cpu/isa.hpp). cpu/generate.hpp, cpu/fwht.hpp,
 /// cpu/srht_row_transform.hpp and cpu/sr8.hpp call them after the run-time CPU check.
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>

@@ -9,6 +9,7 @@
 /// COMPACT_DETAIL_AVX512_EMULATED, which drops the target region and moves the instance into namespace
 /// detail::avx512_emulated (the library itself never includes SIMDe).
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>

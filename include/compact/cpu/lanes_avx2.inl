@@ -157,8 +157,7 @@ inline F32 load(const float* p) { return _mm256_loadu_ps(p); }
 inline F32 operator/(F32 a, F32 b) { return _mm256_div_ps(a.raw, b.raw); }
 /// The largest integer <= a, exactly.
 inline F32 floor(F32 a) { return _mm256_round_ps(a.raw, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC); }
-/// Lane-wise minimum and maximum (lanes are never NaN where the codec calls them).
-inline F32 min(F32 a, F32 b) { return _mm256_min_ps(a.raw, b.raw); }
+/// Lane-wise maximum (lanes are never NaN where the codec calls it).
 inline F32 max(F32 a, F32 b) { return _mm256_max_ps(a.raw, b.raw); }
 /// a > b (ordered: false where either is NaN).
 inline M32 gt(F32 a, F32 b) { return M32{_mm256_castps_si256(_mm256_cmp_ps(a.raw, b.raw, _CMP_GT_OQ))}; }
@@ -171,13 +170,15 @@ inline std::uint32_t reduce_max_u32(U32 a) {
   m = _mm256_max_epu32(m, _mm256_shuffle_epi32(m, _MM_SHUFFLE(2, 3, 0, 1)));
   return static_cast<std::uint32_t>(_mm_cvtsi128_si32(_mm256_castsi256_si128(m)));
 }
-/// The 16-bit halves of `words` as lanes: `words` holds 2 kLanes halves in memory order (lane w: half 2w in its low
-/// 16 bits, half 2w + 1 in its high 16 bits); lane l of the result is half kLanes kPart + l, zero-extended.
+/// The 16-bit uniforms in `words` as the exact fractions u / 2^16: `words` holds 2 kLanes uniforms in memory order
+/// (lane w: uniform 2w in its low 16 bits, 2w + 1 in its high 16 bits); lane l of the result is uniform kLanes kPart +
+/// l over 2^16 (zero-extended, converted exactly, scaled by a power of two).
 template <int kPart>
-inline U32 halves(U32 words) {
-  return _mm256_cvtepu16_epi32(kPart == 0 ? _mm256_castsi256_si128(words.raw) : _mm256_extracti128_si256(words.raw, 1));
+inline F32 uniform_fractions(U32 words) {
+  const __m128i half = kPart == 0 ? _mm256_castsi256_si128(words.raw) : _mm256_extracti128_si256(words.raw, 1);
+  return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu16_epi32(half)), _mm256_set1_ps(0x1p-16f));
 }
-/// Stores lanes in [-128, 127] as kLanes int8 at p (any alignment).
+/// Stores kLanes int32 lanes as int8 at p (any alignment), saturated to [-128, 127] (two saturating packs).
 inline void store_i8(std::int8_t* p, U32 v) {
   const __m256i w16 = _mm256_packs_epi32(v.raw, v.raw);  // per 128 bits: lanes 0-3, 0-3 (or 4-7, 4-7) as int16
   const __m256i w8 = _mm256_packs_epi16(w16, w16);       // per 128 bits: those four lanes as bytes, four times

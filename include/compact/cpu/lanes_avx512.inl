@@ -159,8 +159,7 @@ inline F32 load(const float* p) { return _mm512_loadu_ps(p); }
 inline F32 operator/(F32 a, F32 b) { return _mm512_div_ps(a.raw, b.raw); }
 /// The largest integer <= a, exactly.
 inline F32 floor(F32 a) { return _mm512_roundscale_ps(a.raw, _MM_FROUND_TO_NEG_INF); }
-/// Lane-wise minimum and maximum (lanes are never NaN where the codec calls them).
-inline F32 min(F32 a, F32 b) { return _mm512_min_ps(a.raw, b.raw); }
+/// Lane-wise maximum (lanes are never NaN where the codec calls it).
 inline F32 max(F32 a, F32 b) { return _mm512_max_ps(a.raw, b.raw); }
 /// a > b (ordered: false where either is NaN).
 inline M32 gt(F32 a, F32 b) { return M32{_mm512_cmp_ps_mask(a.raw, b.raw, _CMP_GT_OQ)}; }
@@ -176,19 +175,24 @@ inline std::uint32_t reduce_max_u32(U32 a) {
       m, _mm512_permutexvar_epi32(_mm512_setr_epi32(1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14), m));
   return static_cast<std::uint32_t>(_mm_cvtsi128_si32(_mm512_castsi512_si128(m)));
 }
-/// The 16-bit halves of `words` as lanes: `words` holds 2 kLanes halves in memory order (lane w: half 2w in its low
-/// 16 bits, half 2w + 1 in its high 16 bits); lane l of the result is half kLanes kPart + l, zero-extended (word
-/// 8 kPart + l / 2 shifted right by 16 (l % 2)).
+/// The 16-bit uniforms in `words` as the exact fractions u / 2^16: `words` holds 2 kLanes uniforms in memory order
+/// (lane w: uniform 2w in its low 16 bits, 2w + 1 in its high 16 bits); lane l of the result is uniform kLanes kPart +
+/// l over 2^16. Word 8 kPart + l / 2 goes to lane l, a rotation brings the lane's half to bits 7..22 (left by 7 for the
+/// low half, by 23 for the high one), and under the exponent of 1.0 those bits are the float 1 + u 2^-16, exactly;
+/// subtracting 1 is exact too (Sterbenz).
 template <int kPart>
-inline U32 halves(U32 words) {
+inline F32 uniform_fractions(U32 words) {
   constexpr int w = 8 * kPart;
   const __m512i pick = _mm512_setr_epi32(w, w, w + 1, w + 1, w + 2, w + 2, w + 3, w + 3, w + 4, w + 4, w + 5, w + 5,
                                          w + 6, w + 6, w + 7, w + 7);
-  const __m512i shift = _mm512_setr_epi32(0, 16, 0, 16, 0, 16, 0, 16, 0, 16, 0, 16, 0, 16, 0, 16);
-  return _mm512_and_si512(_mm512_srlv_epi32(_mm512_permutexvar_epi32(pick, words.raw), shift),
-                          _mm512_set1_epi32(0xFFFF));
+  const __m512i rotate = _mm512_setr_epi32(7, 23, 7, 23, 7, 23, 7, 23, 7, 23, 7, 23, 7, 23, 7, 23);
+  const __m512i bits = _mm512_rolv_epi32(_mm512_permutexvar_epi32(pick, words.raw), rotate);
+  // (bits & 0x007FFF80) | 0x3F800000 in one vpternlogd: truth table (A & B) | C = 0xEA.
+  const __m512i one_plus =
+      _mm512_ternarylogic_epi32(bits, _mm512_set1_epi32(0x007FFF80), _mm512_set1_epi32(0x3F800000), 0xEA);
+  return _mm512_sub_ps(_mm512_castsi512_ps(one_plus), _mm512_set1_ps(1.0f));
 }
-/// Stores lanes in [-128, 127] as kLanes int8 at p (any alignment): vpmovsdb, which saturates nothing here.
+/// Stores kLanes int32 lanes as int8 at p (any alignment), saturated to [-128, 127] (vpmovsdb).
 inline void store_i8(std::int8_t* p, U32 v) {
   _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm512_cvtsepi32_epi8(v.raw));
 }
