@@ -97,8 +97,9 @@ COMPACT_HOST_DEVICE inline float sr8_floor(float y) {
 /// q of value x in a block of scale s > 0 (finite), with the element's 16-bit uniform u16:
 ///   y = x / s (correctly rounded), f = floor(y), frac = y - f (fp32), q = f + (frac * 2^16 > u16 ? 1 : 0),
 ///   clamped to [-127, 127].
-/// |y| <= 127 (1 + 2^-22) because s = RN(amax / 127) with amax >= |x|, so f is in [-128, 127] and the clamp only
-/// changes the rare y just beyond +-127. frac * 2^16 is exact (a power of two) and so is u16 as a float.
+/// |y| <= 127 (1 + 2^-22) because s = RN(amax / 127) with amax >= |x| (2^-24 relative error, 2^-22 for a subnormal
+/// s), so f is in [-128, 127] and the clamp only changes the rare y just beyond +-127. frac * 2^16 is exact (a power
+/// of two) and so is u16 as a float. E[q] - y is in [0, 2^-16) wherever y - f is exact and |y| <= 127 (docs/spec.md).
 COMPACT_HOST_DEVICE inline std::int8_t sr8_quantize(float x, float s, std::uint32_t u16) {
   const float y = detail::rn::div(x, s);
   const float f = sr8_floor(y);
