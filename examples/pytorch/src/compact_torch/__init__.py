@@ -16,16 +16,16 @@ from ._ext import (CompactError, build_info, compressed_grad, cpu_isa, has_cuda,
 from .compress import DEFAULT_EXCLUDE, FAMILY_DEFAULTS, compress, decompress, sketch_config
 from .distributed import (AllReduceTraffic, DistributedDataParallel, check_sketch_states, counting_allreduce_hook,
                           fully_shard)
-from .linear import CompactLinear, compact_layers, owner_of, resolve_rank, weight_owner_of
+from .linear import CompactLinear, compact_layers, owner_of, resolve_rank, set_ghat_allreduce, weight_owner_of
 from .loss import chunked_lm_loss, patch_causal_lm, unpatch_causal_lm
 from .optim import CompressedAdamW
 
 __version__ = build_info()["compact"]  # compact's version (compact/config.hpp), which this package shares
 
 __all__ = [
-    "AllReduceTraffic", "CompactError", "CompactLinear", "CompressedAdamW", "DEFAULT_EXCLUDE", "FAMILY_DEFAULTS",
-    "DistributedDataParallel", "build_info", "check_sketch_states", "chunked_lm_loss", "compact_layers", "compress",
-    "compressed_grad", "counting_allreduce_hook", "cpu_isa", "decompress", "fully_shard", "has_cuda", "materialize",
-    "owner_of", "patch_causal_lm", "projector_cache_clear", "projector_cache_info", "resolve_rank", "sketch",
-    "sketch_config", "unpatch_causal_lm", "unsketch_grad_", "weight_owner_of",
+    "AllReduceTraffic", "build_info", "check_sketch_states", "chunked_lm_loss", "compact_layers", "CompactError",
+    "CompactLinear", "compress", "compressed_grad", "CompressedAdamW", "counting_allreduce_hook", "cpu_isa",
+    "decompress", "DEFAULT_EXCLUDE", "DistributedDataParallel", "FAMILY_DEFAULTS", "fully_shard", "has_cuda",
+    "materialize", "owner_of", "patch_causal_lm", "projector_cache_clear", "projector_cache_info", "resolve_rank",
+    "set_ghat_allreduce", "sketch", "sketch_config", "unpatch_causal_lm", "unsketch_grad_", "weight_owner_of",
 ]

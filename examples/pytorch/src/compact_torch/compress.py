@@ -174,14 +174,23 @@ def _placeholder_names(model):
     return [name for name, p in model.named_parameters() if owner_of(p) is not None]
 
 
+def _guard_optimizers():
+    from .optim import guard_foreign_optimizers
+
+    guard_foreign_optimizers()
+
+
 def _tell_ddp(model):
     """Adds the placeholders to ``model._ddp_params_and_buffers_to_ignore``, which torch's DistributedDataParallel
     reads when it is built (the Trainer, accelerate and Lightning build it from the model they are given): it then
-    neither broadcasts into them (a zero-stride placeholder cannot be written) nor buckets them, and CompressedAdamW
-    all-reduces their gradients Ghat itself, once per step."""
+    neither broadcasts into them (a zero-stride placeholder cannot be written) nor buckets them, and the layers
+    average their gradients Ghat themselves at the end of each backward pass (linear._GhatReduction)."""
     ignored = list(getattr(model, "_ddp_params_and_buffers_to_ignore", []))
     ignored += [n for n in _placeholder_names(model) if n not in ignored]
     model._ddp_params_and_buffers_to_ignore = ignored
+    for layer in compact_layers(model):
+        layer._ddp_ignored = True  # its Ghat is averaged at the end of backward (linear._GhatReduction)
+    _guard_optimizers()
 
 
 def _parse_saved(saved):

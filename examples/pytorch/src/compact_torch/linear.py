@@ -186,6 +186,67 @@ def autocast_dtype(device_type):
     return None
 
 
+class _GhatReduction:
+    """Averages the compressed gradients Ghat over the ranks at the end of each backward pass, for layers that torch's
+    own DistributedDataParallel leaves alone (compress() lists their placeholders in the model's
+    ``_ddp_params_and_buffers_to_ignore``, which the DDP that the Hugging Face Trainer, accelerate and Lightning build
+    reads: its constructor would otherwise write into the zero-stride placeholders). The first layer to form Ghat in
+    a backward pass queues a callback with autograd's engine (as DDP's reducer finalizes), which runs once every
+    gradient has been accumulated: then, before any gradient clipping or optimizer step, one all-reduce per device and
+    dtype of the flattened Ghat of those layers, in a fixed order, divided by the world size first and then summed, as
+    DDP's default hook does (so the trajectory is compact_torch.DistributedDataParallel's bit for bit). Under
+    gradient accumulation it runs after every micro-batch, which averages the same sum: avg(avg(g1) + g2) =
+    avg(g1) + avg(g2). Every rank must run the same backward passes with the same compressed layers, as DDP requires.
+    ``compact_torch.set_ghat_allreduce(False)`` turns it off (model parallelism where ranks hold different layers)."""
+
+    def __init__(self):
+        self.enabled = True
+        self.pending = {}
+        self.queued = False
+
+    def wanted(self, layer):
+        if not (self.enabled and layer._ghat_reduced is None and layer._ddp_ignored):
+            return False
+        dist = torch.distributed
+        return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+
+    def add(self, layer):
+        if layer is None:
+            return
+        self.pending[layer._index] = layer
+        if not self.queued:
+            self.queued = True
+            torch.autograd.Variable._execution_engine.queue_callback(self.run)
+
+    def run(self):
+        layers = [self.pending[k] for k in sorted(self.pending)]
+        self.pending, self.queued = {}, False
+        world = torch.distributed.get_world_size()
+        buckets = {}
+        for layer in layers:
+            p = layer.weight_ghat
+            if p.grad is None or hasattr(p.grad, "to_local"):
+                continue
+            buckets.setdefault((str(p.grad.device), str(p.grad.dtype)), []).append(p.grad)
+        for key in sorted(buckets):
+            grads = buckets[key]
+            flat = torch._utils._flatten_dense_tensors(grads)
+            flat.div_(world)
+            torch.distributed.all_reduce(flat)
+            for g, reduced in zip(grads, torch._utils._unflatten_dense_tensors(flat, grads)):
+                g.copy_(reduced)
+
+
+_ghat_reduction = _GhatReduction()
+_layer_count = itertools.count()
+
+
+def set_ghat_allreduce(enabled):
+    """Whether compressed layers average their Ghat over the ranks at the end of backward under torch's own DDP
+    (default True; see _GhatReduction)."""
+    _ghat_reduction.enabled = bool(enabled)
+
+
 class _CompactLinearFunction(torch.autograd.Function):
     """y = x W^T + b (x W + b for a transposed weight). Saves z (given, computed under no_grad) and a reference to W
     (autograd checks W's version in backward: an optimizer step between forward and backward raises).
@@ -196,6 +257,8 @@ class _CompactLinearFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, z, weight, bias, ghat_param, transposed):
         ctx.save_for_backward(z, weight)
+        owner = owner_of(ghat_param)
+        ctx.layer = weakref.ref(owner) if owner is not None and _ghat_reduction.wanted(owner) else None
         ctx.has_bias = bias is not None
         ctx.transposed = transposed
         ctx.ghat_dtype = ghat_param.dtype
@@ -217,6 +280,8 @@ class _CompactLinearFunction(torch.autograd.Function):
             db = dy2.sum(0)
         if ctx.needs_input_grad[4]:
             ghat = _ext.ops.compressed_grad(dy2.to(z.dtype), z, ctx.ghat_dtype)
+            if ctx.layer is not None:
+                _ghat_reduction.add(ctx.layer())
         return dx, None, None, db, ghat, None
 
 
@@ -313,6 +378,8 @@ class CompactLinear(nn.Module):
         # Who all-reduces Ghat under data parallelism: None (CompressedAdamW, for torch's own DDP, which compress()
         # tells to leave the placeholder alone), "ddp" (compact_torch.DistributedDataParallel's buckets) or "fsdp".
         self._ghat_reduced = None
+        self._ddp_ignored = False  # set by compress(): torch's DDP leaves this layer's placeholder alone
+        self._index = next(_layer_count)  # construction order: the same on every rank that builds the same model
 
     def reset_parameters(self):
         """nn.Linear's initialization."""

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
 """CompressedAdamW: AdamW whose moments for CompactLinear weights live in the compressed space (m x r)."""
 import math
+import weakref
 
 import torch
 
@@ -36,13 +37,6 @@ class CompressedAdamW(torch.optim.Optimizer):
             layers).
         alpha: scale of the decompressed update of compressed layers (default 1, the value of every documented run;
             the paper uses 0.25 for pretraining).
-        allreduce: under torch.distributed, whether step() averages the compressed layers' gradients Ghat over the
-            ranks itself: "auto" (default: when the process group has more than one rank), True, False. torch's own
-            DistributedDataParallel (as the Hugging Face Trainer, accelerate and Lightning build it) leaves the
-            placeholders of a compress()ed model alone, so this is what synchronizes them; layers under
-            compact_torch.DistributedDataParallel or fully_shard are reduced there and skipped here. Pass False for
-            model parallelism where ranks hold different layers.
-        process_group: the group of that all-reduce (default: the default group).
 
     Raises CompactError when a CompactLinear's weight is given without its weight_ghat (the weight could never be
     updated). All layers that share a sketch (q/k/v, gate/up) must be given to the same optimizer. ``state_dict()``
@@ -50,8 +44,7 @@ class CompressedAdamW(torch.optim.Optimizer):
     bit for bit; ``load_state_dict`` restores it into the layers and refuses a rank or distribution that differs.
     """
 
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, alpha=1.0, allreduce="auto",
-                 process_group=None):
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, alpha=1.0):
         if not 0.0 <= lr:
             raise CompactError(f"compact: CompressedAdamW: argument lr = {lr} must be >= 0")
         if not (0.0 <= betas[0] < 1.0 and 0.0 <= betas[1] < 1.0):
@@ -60,12 +53,7 @@ class CompressedAdamW(torch.optim.Optimizer):
             raise CompactError(f"compact: CompressedAdamW: argument eps = {eps} must be >= 0")
         if not 0.0 <= weight_decay:
             raise CompactError(f"compact: CompressedAdamW: argument weight_decay = {weight_decay} must be >= 0")
-        if allreduce not in ("auto", True, False):
-            raise CompactError(f"compact: CompressedAdamW: argument allreduce = {allreduce!r} must be 'auto', True "
-                               "or False")
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, alpha=alpha))
-        self.allreduce = allreduce
-        self.process_group = process_group
         self._check_weights()
 
     def add_param_group(self, param_group):
@@ -97,7 +85,6 @@ class CompressedAdamW(torch.optim.Optimizer):
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
-        self._allreduce_ghat()
         stepped = {}
         for group in self.param_groups:
             for p in group["params"]:
@@ -112,34 +99,6 @@ class CompressedAdamW(torch.optim.Optimizer):
         for state in stepped.values():
             state[3] += 1
         return loss
-
-    def _allreduce_ghat(self):
-        """Averages the compressed gradients over the ranks when torch's own DistributedDataParallel left them to us
-        (compress() puts the placeholders in its ``_ddp_params_and_buffers_to_ignore``): one all-reduce per device
-        and dtype of every such Ghat, flattened, as DDP's default hook does it (divide by the world size, then sum),
-        so the result is DDP's bit for bit. Skipped in one process, with ``allreduce=False``, and for layers whose Ghat
-        compact_torch.DistributedDataParallel or fully_shard reduce. A placeholder without a gradient on this rank
-        contributes zeros (every rank must take part in the same all-reduce) and then has that average as its
-        gradient."""
-        if self.allreduce is False or not (torch.distributed.is_available() and torch.distributed.is_initialized()):
-            return
-        world = torch.distributed.get_world_size(self.process_group)
-        if world == 1 and self.allreduce == "auto":
-            return
-        owned = [(p, layer) for p, layer in self._owned() if layer._ghat_reduced is None]
-        buckets = {}
-        for p, _ in owned:
-            if hasattr(p, "to_local") or hasattr(p.grad, "to_local"):
-                continue  # a DTensor (torch's FSDP2): its gradient is reduce-scattered there
-            if p.grad is None:
-                p.grad = torch.zeros(p.shape, dtype=p.dtype, device=p.device)
-            buckets.setdefault((p.grad.device, p.grad.dtype), []).append(p.grad)
-        for _, grads in sorted(buckets.items(), key=lambda kv: (str(kv[0][0]), str(kv[0][1]))):
-            flat = torch._utils._flatten_dense_tensors(grads)
-            flat.div_(world)
-            torch.distributed.all_reduce(flat, group=self.process_group)
-            for g, reduced in zip(grads, torch._utils._unflatten_dense_tensors(flat, grads)):
-                g.copy_(reduced)
 
     def _compressed_update(self, p, layer, group):
         grad = p.grad
@@ -233,6 +192,51 @@ class CompressedAdamW(torch.optim.Optimizer):
             layer._share_state_with(groups[key])
             layer._sharing_decided = True
             layer._sync_record()
+
+
+_checked_optimizers = weakref.WeakKeyDictionary()
+_guard = []
+
+
+def _inner(optimizer):
+    """The optimizer a wrapper (accelerate's AcceleratedOptimizer, a LR-scheduler wrapper) holds, innermost first."""
+    seen = 0
+    while hasattr(optimizer, "optimizer") and isinstance(optimizer.optimizer, torch.optim.Optimizer) and seen < 8:
+        optimizer = optimizer.optimizer
+        seen += 1
+    return optimizer
+
+
+def _refuse_foreign_step(optimizer, args, kwargs):
+    """A global optimizer step pre-hook (torch >= 2.0): an optimizer other than CompressedAdamW that holds a
+    CompactLinear's weight_ghat would update the zero-stride placeholder (torch fails with "more than one element of
+    the written-to tensor refers to a single memory location") and never the weight. Say so instead, once per
+    optimizer: the Hugging Face Trainer builds torch's AdamW itself unless it is given an optimizer."""
+    inner = _inner(optimizer)
+    if isinstance(inner, CompressedAdamW):
+        return
+    known = _checked_optimizers.get(inner)
+    if known is None:
+        known = next((owner_of(p) for g in inner.param_groups for p in g["params"] if owner_of(p) is not None), None)
+        known = "" if known is None else known.extra_repr()
+        _checked_optimizers[inner] = known
+    if known:
+        raise CompactError(
+            f"compact: {type(inner).__name__} is stepping a compressed model (its parameters include the Ghat "
+            f"placeholder of a CompactLinear: {known}); compressed layers need compact_torch.CompressedAdamW, which "
+            "applies the update N P^T to the weight. With the Hugging Face Trainer pass "
+            "optimizers=(compact_torch.CompressedAdamW(model.parameters(), lr=...), None) or "
+            "optimizer_cls_and_kwargs=(compact_torch.CompressedAdamW, {'lr': ...})")
+
+
+def guard_foreign_optimizers():
+    """Registers ``_refuse_foreign_step`` once per process (compress() and CompactLinear call it); a no-op on torch
+    without global optimizer hooks (1.13)."""
+    import importlib
+
+    register = getattr(importlib.import_module("torch.optim.optimizer"), "register_optimizer_step_pre_hook", None)
+    if register is not None and not _guard:
+        _guard.append(register(_refuse_foreign_step))
 
 
 def sketch_states(model):
