@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -531,6 +532,72 @@ void compressed_grad_(const torch::Tensor& g_in, const torch::Tensor& dy, const 
   });
 }
 
+/// The sr8 codec (docs/spec.md, "The sr8 codec"): (q, scales) of x's values in memory order (x made contiguous),
+/// q int8 of x's numel and scales fp32, one per 64 values, on x's device. The uniforms of the stochastic rounding
+/// come from (seed, stream, window) as compact's Philox keys them. CPU: float32, and float16 / bfloat16 widened
+/// exactly to float32 first; CUDA: float32, float16, bfloat16 natively.
+std::tuple<torch::Tensor, torch::Tensor> sr8_encode(const torch::Tensor& x_in, std::int64_t seed, std::int64_t stream,
+                                                    std::int64_t window) {
+  return translate_errors([&] {
+    COMPACT_REQUIRE(x_in.defined(), "sr8_encode: argument x is undefined");
+    const auto st = x_in.scalar_type();
+    COMPACT_REQUIRE(st == torch::kFloat || st == torch::kHalf || st == torch::kBFloat16,
+                    "sr8_encode: argument x must be float32, float16 or bfloat16, got " << c10::toString(st));
+    check_backend("sr8_encode", "x", x_in);
+    const compact::SketchState state = make_state(static_cast<std::uint64_t>(seed), static_cast<std::uint64_t>(stream),
+                                                  static_cast<std::uint64_t>(window));
+    const torch::Tensor x = (x_in.is_cuda() ? x_in : x_in.to(torch::kFloat)).contiguous();
+    const std::int64_t count = x.numel();
+    torch::Tensor q = torch::empty({count}, x.options().dtype(torch::kInt8));
+    torch::Tensor scales = torch::empty({compact::sr8_scale_count(count)}, x.options().dtype(torch::kFloat));
+    if (x.is_cuda()) {
+#if defined(COMPACT_TORCH_WITH_CUDA)
+      const c10::cuda::CUDAGuard guard(x.device());
+      cuda::sr8_encode(cuda_dtype(st), x.data_ptr(), count, state, q.data_ptr(), scales.data_ptr(), cuda_context());
+#endif
+    } else {
+      compact::sr8_encode(compact::Cpu{}, x.data_ptr<float>(), count, state, q.data_ptr<std::int8_t>(),
+                          scales.data_ptr<float>());
+    }
+    return std::make_tuple(q, scales);
+  });
+}
+
+/// The values of (q, scales) as a 1-D tensor of dtype (default float32) on q's device: q[i] * scales[i / 64].
+torch::Tensor sr8_decode(const torch::Tensor& q_in, const torch::Tensor& scales_in,
+                         c10::optional<c10::ScalarType> dtype) {
+  return translate_errors([&] {
+    COMPACT_REQUIRE(q_in.defined() && scales_in.defined(), "sr8_decode: arguments q and scales must be defined");
+    COMPACT_REQUIRE(q_in.scalar_type() == torch::kInt8 && scales_in.scalar_type() == torch::kFloat,
+                    "sr8_decode: argument q must be int8 and scales float32, got "
+                        << c10::toString(q_in.scalar_type()) << " and " << c10::toString(scales_in.scalar_type()));
+    COMPACT_REQUIRE(q_in.device() == scales_in.device(),
+                    "sr8_decode: arguments q (" << q_in.device() << ") and scales (" << scales_in.device()
+                                                << ") must be on one device");
+    check_backend("sr8_decode", "q", q_in);
+    const torch::Tensor q = q_in.contiguous(), scales = scales_in.contiguous();
+    const std::int64_t count = q.numel();
+    COMPACT_REQUIRE(scales.numel() == compact::sr8_scale_count(count),
+                    "sr8_decode: argument scales has " << scales.numel() << " values; " << count << " values of q need "
+                                                       << compact::sr8_scale_count(count));
+    const auto out_type = dtype.value_or(torch::kFloat);
+    COMPACT_REQUIRE(out_type == torch::kFloat || out_type == torch::kHalf || out_type == torch::kBFloat16,
+                    "sr8_decode: argument dtype must be float32, float16 or bfloat16, got " << c10::toString(out_type));
+    if (q.is_cuda()) {
+#if defined(COMPACT_TORCH_WITH_CUDA)
+      const c10::cuda::CUDAGuard guard(q.device());
+      torch::Tensor out = torch::empty({count}, q.options().dtype(out_type));
+      cuda::sr8_decode(cuda_dtype(out_type), q.data_ptr(), scales.data_ptr(), count, out.data_ptr(), cuda_context());
+      return out;
+#endif
+    }
+    torch::Tensor out = torch::empty({count}, q.options().dtype(torch::kFloat));
+    compact::sr8_decode(compact::Cpu{}, q.data_ptr<std::int8_t>(), scales.data_ptr<float>(), count,
+                        out.data_ptr<float>());
+    return out_type == torch::kFloat ? out : out.to(out_type);
+  });
+}
+
 /// The per-call scratch compact's CPU backend allocates outside torch (freed when the call returns): one padded row
 /// per thread for SRHT; for Gaussian/Rademacher a row panel of P in unsketch_grad and nothing in sketch (its column
 /// panels of P are torch tensors, counted by torch's allocator like any temporary). Bytes, for one call.
@@ -582,6 +649,8 @@ void impl_kernels(torch::Library& m) {
   m.impl("materialize", &materialize);
   m.impl("compressed_grad", &compressed_grad);
   m.impl("compressed_grad_", &compressed_grad_);
+  m.impl("sr8_encode", &sr8_encode);
+  m.impl("sr8_decode", &sr8_decode);
 }
 
 }  // namespace
@@ -595,6 +664,8 @@ TORCH_LIBRARY(compact, m) {
   m.def("materialize(int n, int rank, Tensor state, str dist, Tensor like) -> Tensor");
   m.def("compressed_grad(Tensor dy, Tensor z, ScalarType? out_dtype=None) -> Tensor");
   m.def("compressed_grad_(Tensor(a!) g, Tensor dy, Tensor z, float beta) -> ()");
+  m.def("sr8_encode(Tensor x, int seed, int stream, int window) -> (Tensor, Tensor)");
+  m.def("sr8_decode(Tensor q, Tensor scales, ScalarType? dtype=None) -> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(compact, CPU, m) { compact_torch::impl_kernels(m); }

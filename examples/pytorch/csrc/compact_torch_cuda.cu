@@ -250,6 +250,26 @@ void materialize(DistId dist, Dtype dtype, compact::SketchState state, std::int6
   dispatch(dist, dtype, Materialize{state, n, r, p, p_stride, compact::Workspace{workspace, workspace_size}, ctx});
 }
 
+void sr8_encode(Dtype dtype, const void* x, std::int64_t count, compact::SketchState state, void* q, void* scales,
+                Context ctx) {
+  dispatch(0, dtype, [&](auto, auto scalar_tag) {
+    using Scalar = decltype(scalar_tag);
+    compact::sr8_encode<Scalar>(backend_of(ctx), static_cast<const Scalar*>(x), count, state,
+                                static_cast<std::int8_t*>(q), static_cast<float*>(scales),
+                                static_cast<cudaStream_t>(ctx.stream));
+    return 0;
+  });
+}
+
+void sr8_decode(Dtype dtype, const void* q, const void* scales, std::int64_t count, void* out, Context ctx) {
+  dispatch(0, dtype, [&](auto, auto scalar_tag) {
+    using Scalar = decltype(scalar_tag);
+    compact::sr8_decode<Scalar>(backend_of(ctx), static_cast<const std::int8_t*>(q), static_cast<const float*>(scales),
+                                count, static_cast<Scalar*>(out), static_cast<cudaStream_t>(ctx.stream));
+    return 0;
+  });
+}
+
 void compressed_grad(Dtype dtype, bool float_out, const void* dy, std::int64_t rows, std::int64_t m,
                      std::int64_t dy_stride, const void* z, std::int64_t r, std::int64_t z_stride, void* g,
                      std::int64_t g_stride, double beta, Context ctx) {

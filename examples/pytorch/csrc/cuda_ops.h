@@ -72,6 +72,12 @@ void unsketch_grad(DistId dist, Dtype dtype, compact::SketchState state, std::in
 void materialize(DistId dist, Dtype dtype, compact::SketchState state, std::int64_t n, std::int64_t r, void* p,
                  std::int64_t p_stride, void* workspace, std::size_t workspace_size, Context ctx);
 
+/// The sr8 codec (compact/cuda/sr8.cuh): q[count] int8 and scales[ceil(count / 64)] fp32 of x[count] (dtype), with
+/// the uniforms of `state`; and its decode into out[count] (dtype).
+void sr8_encode(Dtype dtype, const void* x, std::int64_t count, compact::SketchState state, void* q, void* scales,
+                Context ctx);
+void sr8_decode(Dtype dtype, const void* q, const void* scales, std::int64_t count, void* out, Context ctx);
+
 /// g (m x r) = dy^T (rows x m) z (rows x r) + beta g; g has dy's type, or float32 when float_out (16-bit
 /// activations, fp32 gradient; fp32 accumulation either way).
 void compressed_grad(Dtype dtype, bool float_out, const void* dy, std::int64_t rows, std::int64_t m,

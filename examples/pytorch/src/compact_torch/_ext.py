@@ -176,8 +176,18 @@ def _fake_compressed_grad_(g, dy, z, beta):
     return None
 
 
+def _fake_sr8_encode(x, seed, stream, window):
+    n = x.numel()
+    return x.new_empty((n,), dtype=torch.int8), x.new_empty(((n + 63) // 64,), dtype=torch.float32)
+
+
+def _fake_sr8_decode(q, scales, dtype=None):
+    return q.new_empty((q.numel(),), dtype=dtype if dtype is not None else torch.float32)
+
+
 FAKE_KERNELS = {"sketch": _fake_sketch, "unsketch_grad_": _fake_unsketch_grad_, "materialize": _fake_materialize,
-                "compressed_grad": _fake_compressed_grad, "compressed_grad_": _fake_compressed_grad_}
+                "compressed_grad": _fake_compressed_grad, "compressed_grad_": _fake_compressed_grad_,
+                "sr8_encode": _fake_sr8_encode, "sr8_decode": _fake_sr8_decode}
 
 
 def _register_fake_kernels():
