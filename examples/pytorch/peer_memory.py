@@ -16,6 +16,10 @@ Methods (``--method``; ``--list`` prints them with what each installs):
   liger           full + Liger-Kernel's fused linear cross-entropy (Triton: GPU only)
   compact         compact's CompAct layers (the paper's: q, k, v, gate, up, down), r = n/4, SRHT, CompressedAdamW
   compact-ckpt    compact + gradient checkpointing
+  compact-all     compress(saved="all"): CompAct on every linear, the chunked LM head and loss, everything else
+                  autograd saves through compact's 8-bit codec (attention kept exact)
+  compact-all-attn  compact-all with the attention's saved tensors through the codec too (attention="compressed")
+  compact-all-ckpt  compact-all + gradient checkpointing
 Models (``--model``): ``llama``, a stock transformers LlamaForCausalLM (hidden 512, intermediate 1376, 8 layers,
 8 heads, vocabulary 32000, untied head, SDPA attention, fp32), random token ids; ``roberta``, RoBERTa-base
 fine-tuning (RobertaForSequenceClassification, roberta-base's shape, 2 labels, SDPA attention). Nothing is
@@ -55,7 +59,7 @@ METHODS = {
     "full": (), "ckpt": (), "galore": ("galore-torch",), "apollo": ("apollo-torch",),
     "apollo-mini": ("apollo-torch",), "flora": ("flora-opt",), "adamw8bit": ("torchao",),
     "adamw8bit-bnb": ("bitsandbytes",), "cce": ("cut-cross-entropy",), "liger": ("liger-kernel",), "compact": (),
-    "compact-ckpt": (),
+    "compact-ckpt": (), "compact-all": (), "compact-all-attn": (), "compact-all-ckpt": (),
 }
 LLAMA = dict(hidden_size=512, intermediate_size=1376, num_hidden_layers=8, num_attention_heads=8, vocab_size=32000)
 LLAMA_LOSS = dict(hidden_size=256, intermediate_size=688, num_hidden_layers=4, num_attention_heads=4)
@@ -82,7 +86,7 @@ def parse(argv=None):
     p.add_argument("--grid-methods", default=",".join(METHODS))
     p.add_argument("--grid-measures", default="memory,time")
     p.add_argument("--loss-grid", action="store_true", help="the loss runs: --loss-methods x seeds 1-3")
-    p.add_argument("--loss-methods", default="full,ckpt,galore,apollo,compact")
+    p.add_argument("--loss-methods", default="full,apollo,compact,compact-all,compact-all-attn")
     p.add_argument("--loss-shape", default="4x128")
     p.add_argument("--smoke", action="store_true", help="a tiny shape, every method once, checked (CI)")
     p.add_argument("--list", action="store_true", help="print the methods and what each needs")
@@ -172,14 +176,16 @@ def setup(method, model, lr):
     and RuntimeError when it cannot run here (the row then says so)."""
     import torch
 
-    if method in ("ckpt", "compact-ckpt"):
+    if method.endswith("ckpt"):
         enable_checkpointing(model)
     if method in ("full", "ckpt"):
         return torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
-    if method in ("compact", "compact-ckpt"):
+    if method.startswith("compact"):
         import compact_torch as ct
 
-        ct.compress(model, rank=0.25, dist="srht", period=200)
+        pieces = dict(saved="all", attention="compressed" if method.endswith("attn") else "exact") \
+            if "-all" in method else {}
+        ct.compress(model, rank=0.25, dist="srht", period=200, **pieces)
         return ct.CompressedAdamW(model.parameters(), lr=lr, weight_decay=0.0)
     if method == "galore":
         from galore_torch import GaLoreAdamW
@@ -519,7 +525,7 @@ def smoke(args):
             raise SystemExit(f"smoke: {method}: non-finite loss {losses}")
         print(f"smoke: {method}: ok, losses {losses[0]:.3f} {losses[1]:.3f}")
         ran.append(method)
-    for must in ("full", "ckpt", "compact", "compact-ckpt"):
+    for must in ("full", "ckpt", "compact", "compact-ckpt", "compact-all", "compact-all-ckpt"):
         if must not in ran:
             raise SystemExit(f"smoke: {must} did not run")
     print(f"smoke: {len(ran)} methods ran: {', '.join(ran)}; not here: {', '.join(failed) or 'none'}")
