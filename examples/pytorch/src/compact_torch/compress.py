@@ -212,13 +212,27 @@ def _is_causal_lm(model):
     return hasattr(model, "lm_head") and type(model).__name__.endswith("ForCausalLM")
 
 
+# The "loss" piece keeps one chunk of fp32 logits at a time: chunks of at most this many bytes (32 MiB: 256 tokens of
+# a 32000-word vocabulary, 64 of Llama 3's 128256), between 64 and 512 tokens.
+LOSS_CHUNK_BYTES = 32 << 20
+
+
+def loss_chunk_tokens(vocab):
+    """Tokens per chunk of the chunked LM loss for a vocabulary: the largest power of two whose fp32 logits fit in
+    LOSS_CHUNK_BYTES, within [64, 512]."""
+    tokens = 512
+    while tokens > 64 and tokens * vocab * 4 > LOSS_CHUNK_BYTES:
+        tokens //= 2
+    return tokens
+
+
 def _apply_pieces(model, pieces, seed, attention="exact"):
     """The loss and activations pieces (the linears piece is the choice of layers). Records them on the model."""
     applied = {}
     if "loss" in pieces and _is_causal_lm(model):
         from .loss import patch_causal_lm
 
-        patch_causal_lm(model)
+        patch_causal_lm(model, chunk_tokens=loss_chunk_tokens(model.lm_head.out_features))
         applied["loss"] = True
     if "activations" in pieces:
         from .saved import SavedCodec, install

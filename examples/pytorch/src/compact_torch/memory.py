@@ -49,6 +49,14 @@ def tensors_in(value, _seen=None, _depth=0):
         return []
     seen.add(id(value))
     if torch.is_tensor(value):
+        if hasattr(value, "__tensor_flatten__") and type(value) is not torch.Tensor and \
+                not isinstance(value, torch.nn.Parameter):
+            # A tensor subclass (torchao's 8-bit optimizer state): its memory is its inner tensors'.
+            names, _ = value.__tensor_flatten__()
+            out = []
+            for name in names:
+                out += tensors_in(getattr(value, name), seen, _depth + 1)
+            return out
         return [value]
     if isinstance(value, dict):
         items = list(value.values())
