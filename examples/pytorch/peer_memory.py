@@ -317,23 +317,6 @@ def measure_time(args, row):
     row["step_seconds"] = f"{statistics.median(times):.4f}"
 
 
-def load_corpus(data_dir):
-    """Characters of the fortunes text as token ids; every tenth 1024-character chunk held out for validation (as
-    train_llama.py)."""
-    import torch
-
-    names = sorted(n for n in os.listdir(data_dir) if "." not in n and os.path.isfile(os.path.join(data_dir, n)))
-    if not names:
-        raise SystemExit(f"peer_memory: no text in {data_dir} (Debian: apt-get install fortunes)")
-    text = b"".join(open(os.path.join(data_dir, n), "rb").read() for n in names)
-    present = sorted(set(text))
-    lut = torch.full((256,), -1, dtype=torch.long)
-    lut[torch.tensor(present)] = torch.arange(len(present))
-    ids = lut[torch.frombuffer(bytearray(text), dtype=torch.uint8).long()]
-    is_val = (torch.arange(ids.numel()) // 1024) % 10 == 9
-    return ids[~is_val].clone(), ids[is_val].clone(), len(present)
-
-
 def measure_loss(args, row):
     """Trains the smaller LLaMA on the fortunes text for --loss-steps steps (cosine schedule with 10% warm-up) and
     evaluates the mean next-token loss on 16 fixed held-out batches."""
@@ -341,6 +324,9 @@ def measure_loss(args, row):
 
     if args.model != "llama":
         raise SystemExit("peer_memory: the loss runs use the LLaMA family (--model llama)")
+    from train_llama import load_corpus  # the script next to this one: the fortunes characters, every tenth
+    # 1024-character chunk held out
+
     device = torch.device(args.device)
     train, val, vocab = load_corpus(args.data_dir)
     torch.manual_seed(args.seed)

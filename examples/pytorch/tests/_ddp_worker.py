@@ -39,14 +39,21 @@ def teardown():
     dist.destroy_process_group()
 
 
-def main(rank, world, port, out_dir, compact):
+def start(rank, world, port, compact, wrapper):
+    """Joins the gloo group and builds the model, its optimizer and `wrapper` (a DDP class) around it, with the
+    counting comm hook."""
     torch.set_num_threads(1)
     os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
     dist.init_process_group("gloo", rank=rank, world_size=world)
     model, opt = build(compact)
-    ddp = ct.DistributedDataParallel(model, broadcast_buffers=False)
+    ddp = wrapper(model, broadcast_buffers=False)
     traffic = ct.AllReduceTraffic()
     ddp.register_comm_hook(traffic, ct.counting_allreduce_hook)
+    return model, opt, ddp, traffic
+
+
+def main(rank, world, port, out_dir, compact):
+    model, opt, ddp, traffic = start(rank, world, port, compact, ct.DistributedDataParallel)
     per = GLOBAL_BATCH // world
     log = []
     for step in range(STEPS):
@@ -98,13 +105,7 @@ def torch_ddp_main(rank, world, port, out_dir):
     model: the constructor leaves the Ghat placeholders alone and CompressedAdamW averages Ghat in step(). Saves the
     final weights, which must be compact_torch.DistributedDataParallel's bit for bit (spawn_main), and each step's
     all-reduce payload of DDP's buckets (the dense parameters only)."""
-    torch.set_num_threads(1)
-    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
-    dist.init_process_group("gloo", rank=rank, world_size=world)
-    model, opt = build(True)
-    ddp = torch.nn.parallel.DistributedDataParallel(model, broadcast_buffers=False)
-    traffic = ct.AllReduceTraffic()
-    ddp.register_comm_hook(traffic, ct.counting_allreduce_hook)
+    model, opt, ddp, traffic = start(rank, world, port, True, torch.nn.parallel.DistributedDataParallel)
     per = GLOBAL_BATCH // world
     payload = []
     for step in range(STEPS):
