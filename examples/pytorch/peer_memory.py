@@ -20,6 +20,10 @@ Methods (``--method``; ``--list`` prints them with what each installs):
                   autograd saves through compact's 8-bit codec (attention kept exact)
   compact-all-attn  compact-all with the attention's saved tensors through the codec too (attention="compressed")
   compact-all-ckpt  compact-all + gradient checkpointing
+  lora            PEFT LoRA, rank 16 on q, k, v, o, gate, up and down, torch's AdamW on the adapters (fine-tuning)
+  lora-velora     LoRA + PEFT's VeLoRA (VeloraConfig() defaults: A's input stored compressed)
+  lora-compact    LoRA + compress(peft_model): each adapter's A stores a sketch of its input, CompressedAdamW
+  lora-compact-all  LoRA + compress(peft_model, saved="all")
 Models (``--model``): ``llama``, a stock transformers LlamaForCausalLM (hidden 512, intermediate 1376, 8 layers,
 8 heads, vocabulary 32000, untied head, SDPA attention, fp32), random token ids; ``roberta``, RoBERTa-base
 fine-tuning (RobertaForSequenceClassification, roberta-base's shape, 2 labels, SDPA attention). Nothing is
@@ -60,7 +64,9 @@ METHODS = {
     "apollo-mini": ("apollo-torch",), "flora": ("flora-opt",), "adamw8bit": ("torchao",),
     "adamw8bit-bnb": ("bitsandbytes",), "cce": ("cut-cross-entropy",), "liger": ("liger-kernel",), "compact": (),
     "compact-ckpt": (), "compact-all": (), "compact-all-attn": (), "compact-all-ckpt": (),
+    "lora": ("peft",), "lora-velora": ("peft",), "lora-compact": ("peft",), "lora-compact-all": ("peft",),
 }
+LORA_RANK = 16
 LLAMA = dict(hidden_size=512, intermediate_size=1376, num_hidden_layers=8, num_attention_heads=8, vocab_size=32000)
 LLAMA_LOSS = dict(hidden_size=256, intermediate_size=688, num_hidden_layers=4, num_attention_heads=4)
 PEER_RANK = 128
@@ -172,10 +178,30 @@ def enable_checkpointing(model):
 
 
 def setup(method, model, lr):
-    """Applies ``method`` to ``model`` and returns its optimizer. Raises ImportError when the peer is not installed
-    and RuntimeError when it cannot run here (the row then says so)."""
+    """Applies ``method`` to ``model`` and returns (the model to train, its optimizer): PEFT wraps the model it is
+    given. Raises ImportError when the peer is not installed and RuntimeError when it cannot run here (the row then
+    says so)."""
+    model, opt = model, _setup(method, model, lr)
+    return (opt[0], opt[1]) if isinstance(opt, tuple) else (model, opt)
+
+
+def _setup(method, model, lr):
     import torch
 
+    if method.startswith("lora"):
+        import peft
+
+        targets = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"] \
+            if hasattr(model, "lm_head") else ["query", "key", "value", "dense"]
+        velora = {"velora_config": peft.tuners.lora.config.VeloraConfig()} if method == "lora-velora" else {}
+        model = peft.get_peft_model(model, peft.LoraConfig(r=LORA_RANK, lora_alpha=2 * LORA_RANK, lora_dropout=0.0,
+                                                           target_modules=targets, **velora))
+        if method.startswith("lora-compact"):
+            import compact_torch as ct
+
+            ct.compress(model, rank=0.25, dist="srht", period=200, **({"saved": "all"} if "all" in method else {}))
+            return model, ct.CompressedAdamW(model.parameters(), lr=lr, weight_decay=0.0)
+        return model, torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr, weight_decay=0.0)
     if method.endswith("ckpt"):
         enable_checkpointing(model)
     if method in ("full", "ckpt"):
@@ -266,8 +292,7 @@ def measure_memory(args, row):
     device = torch.device(args.device)
     tracker = None if device.type == "cuda" else memory.CpuMemoryTracker()  # before the model
     torch.manual_seed(args.seed)
-    model = build_model(args.model).train().to(device)
-    opt = setup(args.method, model, LR[args.model])
+    model, opt = setup(args.method, build_model(args.model).train().to(device), LR[args.model])
     train_step(model, opt, random_batch(args.model, 1, args.seq, 0, device))  # the optimizer state exists now
     batch = random_batch(args.model, args.batch, args.seq, 1, device)
     marks = {}
@@ -301,8 +326,7 @@ def measure_time(args, row):
 
     device = torch.device(args.device)
     torch.manual_seed(args.seed)
-    model = build_model(args.model).train().to(device)
-    opt = setup(args.method, model, LR[args.model])
+    model, opt = setup(args.method, build_model(args.model).train().to(device), LR[args.model])
     batches = [random_batch(args.model, args.batch, args.seq, k, device) for k in range(args.time_steps + 2)]
     times = []
     for k, batch in enumerate(batches):
@@ -330,8 +354,7 @@ def measure_loss(args, row):
     device = torch.device(args.device)
     train, val, vocab = load_corpus(args.data_dir)
     torch.manual_seed(args.seed)
-    model = build_model("llama", vocab=vocab, loss_shape=True).train().to(device)
-    opt = setup(args.method, model, LR["llama"])
+    model, opt = setup(args.method, build_model("llama", vocab=vocab, loss_shape=True).train().to(device), LR["llama"])
     warm = max(1, args.loss_steps // 10)
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: min(1.0, (s + 1) / warm) * 0.5 * (1 + math.cos(math.pi * min(1.0, s / args.loss_steps))))
@@ -502,9 +525,8 @@ def smoke(args):
     ran, failed = [], []
     for method in METHODS:
         torch.manual_seed(0)
-        model = build_model("llama").train()
         try:
-            opt = setup(method, model, 1e-3)
+            model, opt = setup(method, build_model("llama").train(), 1e-3)
             losses = [train_step(model, opt, random_batch("llama", 2, 32, k, "cpu")) for k in range(2)]
         except ImportError as e:
             print(f"smoke: {method}: not installed ({e})")
