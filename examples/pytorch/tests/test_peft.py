@@ -137,3 +137,19 @@ def test_lora_with_dropout_shares_nothing_but_still_trains():
     loss.backward()
     opt.step()
     assert torch.isfinite(loss)
+
+
+def test_saved_all_on_a_lora_model_patches_the_inner_causal_lm_and_decompress_undoes_it():
+    from compact_torch.loss import is_patched
+
+    model = lora_llama()
+    ct.compress(model, saved="all")
+    inner = model.get_base_model()
+    assert is_patched(inner)  # the chunked loss on the Hugging Face model inside the PEFT wrapper
+    assert "forward" in inner.model.__dict__  # the codec's hooks around its decoder, not around the head
+    out = model(**batch(1))
+    assert out.logits is None and torch.isfinite(out.loss)
+    out.loss.backward()
+    ct.decompress(model)
+    assert not is_patched(inner) and "forward" not in inner.model.__dict__
+    assert model(**batch(1)).logits is not None

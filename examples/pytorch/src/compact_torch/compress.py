@@ -96,7 +96,8 @@ def _hf_config(model):
 def sketch_config(model):
     """The sketch configuration of ``model``'s CompactLinear layers as JSON values: {"format", "version", "layers":
     {module name: {"rank", "dist", "seed", "stream", "period", "layout", "sharing_decided", "share_group"}}, and,
-    when compress() applied pieces beyond the layers, "saved": {"pieces": [...], "seed": ...}}.
+    when compress() applied pieces beyond the layers, "saved": {"linears": True, "loss": True, "activations":
+    {"seed", "attention"}} (the pieces applied)}.
     ``compress(model, config=...)`` restores it on the plain model."""
     record = {"format": CONFIG_FORMAT, "version": CONFIG_VERSION,
               "layers": {name: m.config() for name, m in model.named_modules() if isinstance(m, CompactLinear)}}
@@ -212,6 +213,12 @@ def _is_causal_lm(model):
     return hasattr(model, "lm_head") and type(model).__name__.endswith("ForCausalLM")
 
 
+def _inner_model(model):
+    """The Hugging Face model itself: a PEFT model's base model (``get_base_model()``), else ``model``."""
+    get = getattr(model, "get_base_model", None)
+    return get() if callable(get) else model
+
+
 # The "loss" piece keeps one chunk of fp32 logits at a time: chunks of at most this many bytes (32 MiB: 256 tokens of
 # a 32000-word vocabulary, 64 of Llama 3's 128256), between 64 and 512 tokens.
 LOSS_CHUNK_BYTES = 32 << 20
@@ -229,15 +236,17 @@ def loss_chunk_tokens(vocab):
 def _apply_pieces(model, pieces, seed, attention="exact"):
     """The loss and activations pieces (the linears piece is the choice of layers). Records them on the model."""
     applied = {}
-    if "loss" in pieces and _is_causal_lm(model):
+    inner = _inner_model(model)
+    if "loss" in pieces and _is_causal_lm(inner):
         from .loss import patch_causal_lm
 
-        patch_causal_lm(model, chunk_tokens=loss_chunk_tokens(model.lm_head.out_features))
+        patch_causal_lm(inner, chunk_tokens=loss_chunk_tokens(inner.lm_head.out_features))
         applied["loss"] = True
     if "activations" in pieces:
         from .saved import SavedCodec, install
 
-        install(model, SavedCodec(seed=seed, attention=attention))
+        # Around the backbone (decoder or encoder stack), so the LM head and loss stay outside.
+        install(model, SavedCodec(seed=seed, attention=attention), backbone=getattr(inner, "base_model", inner))
         applied["activations"] = {"seed": int(seed), "attention": attention}
     if "linears" in pieces:
         applied["linears"] = True
@@ -249,7 +258,7 @@ def _remove_pieces(model):
     if "loss" in applied:
         from .loss import unpatch_causal_lm
 
-        unpatch_causal_lm(model)
+        unpatch_causal_lm(_inner_model(model))
     handle = getattr(model, "_compact_saved", None)
     if handle is not None:
         handle[1].remove()
