@@ -96,6 +96,8 @@ def parse(argv=None):
     p.add_argument("--loss-shape", default="4x128")
     p.add_argument("--smoke", action="store_true", help="a tiny shape, every method once, checked (CI)")
     p.add_argument("--list", action="store_true", help="print the methods and what each needs")
+    p.add_argument("--markdown", metavar="RESULTS_CSV",
+                   help="print the Markdown tables of docs/peers.md from a results.csv and exit")
     return p.parse_args(argv)
 
 
@@ -506,6 +508,50 @@ def print_tables(rows):
             print(f"{m:14s} {len(v):5d} {statistics.mean(v):13.5f} {spread:8.5f} {rel:>8s}")
 
 
+def markdown(path):
+    """docs/peers.md's tables from results.csv: per shape, each method's total peak (MiB and vs full rank), its
+    breakdown, step time vs full rank, and the status of methods that do not run; then the loss runs."""
+    with open(path) as f:
+        rows = list(csv.DictReader(f))
+    mem = [r for r in rows if r["measure"] == "memory"]
+    times = {(r["method"], r["model"], r["batch"], r["seq"]): r for r in rows if r["measure"] == "time"}
+    mib = lambda r, k: f"{int(r[k]) / 2**20:.0f}" if r.get(k) not in (None, "") else "–"  # noqa: E731
+    shapes = []
+    for r in mem:
+        key = (r["model"], r["batch"], r["seq"])
+        if key not in shapes:
+            shapes.append(key)
+    for model, b, s in shapes:
+        print(f"\n**{model}, {b} × {s}** (MiB; total = the peak's training bytes, vs = ÷ full rank's; time = median "
+              "step ÷ full rank's)\n")
+        print("| method | total | vs | weights | grads | optimizer | activations | temporaries | peak in | time |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---|---:|")
+        for r in mem:
+            if (r["model"], r["batch"], r["seq"]) != (model, b, s):
+                continue
+            t = times.get((r["method"], model, b, s), {})
+            if r["status"] != "ok":
+                print(f"| {r['method']} | {r['status']} | | | | | | | | |")
+                continue
+            print(f"| {r['method']} | {mib(r, 'total')} | {r.get('vs_full') or '–'} | {mib(r, 'weights')} | "
+                  f"{mib(r, 'gradients')} | {mib(r, 'optimizer')} | {mib(r, 'activations')} | "
+                  f"{mib(r, 'temporaries')} | {r['peak_phase']} | {t.get('time_vs_full') or '–'} |")
+    losses = {}
+    for r in rows:
+        if r["measure"] == "loss" and r["status"] == "ok":
+            losses.setdefault(r["method"], []).append(float(r["val_loss"]))
+    if losses:
+        full = statistics.mean(losses["full"]) if "full" in losses else None
+        lora = statistics.mean(losses["lora"]) if "lora" in losses else None
+        print("\n| method | seeds | validation loss, mean | spread (max − min) | vs full rank | vs LoRA |")
+        print("|---|---:|---:|---:|---:|---:|")
+        for m, v in losses.items():
+            rel = f"{statistics.mean(v) / full:.4f}" if full else "–"
+            rel_lora = f"{statistics.mean(v) / lora:.4f}" if lora and m.startswith("lora") else "–"
+            print(f"| {m} | {len(v)} | {statistics.mean(v):.4f} | {max(v) - min(v):.4f} | {rel} | {rel_lora} |")
+    return 0
+
+
 def smoke(args):
     """CI: every method at a tiny shape (2 x 32, a 2-layer model) in this process: each that is installed and runs on
     this machine takes one step with a finite loss; the rest are reported with their reason."""
@@ -553,6 +599,8 @@ def main(argv=None):
         for m, needs in METHODS.items():
             print(f"{m:14s} {', '.join(needs) or '(torch, transformers, compact_torch)'}")
         return 0
+    if args.markdown:
+        return markdown(args.markdown)
     if args.smoke:
         return smoke(args)
     if args.grid:
