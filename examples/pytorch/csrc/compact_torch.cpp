@@ -571,9 +571,9 @@ torch::Tensor sr8_decode(const torch::Tensor& q_in, const torch::Tensor& scales_
     COMPACT_REQUIRE(q_in.scalar_type() == torch::kInt8 && scales_in.scalar_type() == torch::kFloat,
                     "sr8_decode: argument q must be int8 and scales float32, got "
                         << c10::toString(q_in.scalar_type()) << " and " << c10::toString(scales_in.scalar_type()));
-    COMPACT_REQUIRE(q_in.device() == scales_in.device(),
-                    "sr8_decode: arguments q (" << q_in.device() << ") and scales (" << scales_in.device()
-                                                << ") must be on one device");
+    COMPACT_REQUIRE(q_in.device() == scales_in.device(), "sr8_decode: arguments q ("
+                                                             << q_in.device() << ") and scales (" << scales_in.device()
+                                                             << ") must be on one device");
     check_backend("sr8_decode", "q", q_in);
     const torch::Tensor q = q_in.contiguous(), scales = scales_in.contiguous();
     const std::int64_t count = q.numel();
