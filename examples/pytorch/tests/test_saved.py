@@ -217,3 +217,20 @@ def test_exact_attention_compresses_nothing_saved_inside_attention_modules():
     assert seen and all(depth == 0 for depth in seen)
     handle.remove()
     assert "forward" not in model.model.__dict__
+
+
+@needs_hf
+def test_the_swiglu_mlp_saves_gate_and_up_only_and_keeps_the_stock_bits():
+    """With the codec installed but compressing nothing (min_numel above every tensor), the only change is the MLP's
+    silu(gate) * up through _SiluMul: forward and every gradient equal the stock model's bit for bit, and the saved
+    bytes drop by exactly one MLP-wide tensor per block (silu(gate), now recomputed)."""
+    ids = torch.randint(0, 512, (2, 32), generator=torch.Generator().manual_seed(3))
+    stock, fused = tiny_hf_llama(), tiny_hf_llama()
+    handle = saved.install(fused, saved.SavedCodec(min_numel=1 << 40))
+    (a_bytes, a), (b_bytes, b) = saved_bytes(stock, ids), saved_bytes(fused, ids)
+    assert torch.equal(a.loss, b.loss)
+    for (name, p), q in zip(stock.named_parameters(), fused.parameters()):
+        assert torch.equal(p.grad, q.grad), name
+    assert a_bytes - b_bytes == 2 * (2 * 32 * 320 * 4)  # two blocks, batch 2 x 32 tokens, intermediate 320, fp32
+    handle.remove()
+    assert "forward" not in fused.model.layers[0].mlp.__dict__

@@ -166,6 +166,65 @@ class SavedCodec:
         return torch.autograd.graph.saved_tensors_hooks(self.pack, self.unpack)
 
 
+class _SiluMul(torch.autograd.Function):
+    """silu(gate) * up (the SwiGLU of LLaMA-family MLPs) saving gate and up only: backward recomputes silu(gate)
+    instead of keeping it, so the MLP saves two tensors of its width instead of three. The forward is the stock
+    module's two operations, the backward autograd's formulas (aten's silu_backward), so values and gradients are
+    the unfused ones bit for bit."""
+
+    @staticmethod
+    def forward(ctx, gate, up):
+        ctx.save_for_backward(gate, up)
+        return torch.nn.functional.silu(gate) * up
+
+    @staticmethod
+    def backward(ctx, dy):
+        gate, up = ctx.saved_tensors
+        d_gate = d_up = None
+        if ctx.needs_input_grad[1]:
+            d_up = dy * torch.nn.functional.silu(gate)
+        if ctx.needs_input_grad[0]:
+            d_gate = torch.ops.aten.silu_backward(dy * up, gate)
+        return d_gate, d_up
+
+
+def _is_silu(act):
+    """torch's nn.SiLU, or transformers' SiLUActivation (ACT2FN["silu"]), which calls F.silu."""
+    return isinstance(act, torch.nn.SiLU) or type(act).__name__ == "SiLUActivation"
+
+
+_SWIGLU_SOURCE = "self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x))"
+_swiglu_classes = {}
+
+
+def _is_swiglu_mlp(module):
+    """A LLaMA-family MLP (LLaMA, Mistral, Qwen2/3, their MoE experts): gate_proj, up_proj, down_proj, a SiLU act_fn,
+    and a forward that is exactly down_proj(act_fn(gate_proj(x)) * up_proj(x)) (checked on its source, once per
+    class: a variant that does more is left alone)."""
+    if not (all(hasattr(module, n) for n in ("gate_proj", "up_proj", "down_proj"))
+            and _is_silu(getattr(module, "act_fn", None))):
+        return False
+    cls = type(module)
+    if cls not in _swiglu_classes:
+        import inspect
+
+        try:
+            source = inspect.getsource(cls.forward)
+        except (OSError, TypeError):
+            source = ""
+        body = [line.strip() for line in source.splitlines()[1:] if line.strip() and not line.strip().startswith("#")]
+        _swiglu_classes[cls] = body in (["return " + _SWIGLU_SOURCE],
+                                        ["down_proj = " + _SWIGLU_SOURCE, "return down_proj"])
+    return _swiglu_classes[cls]
+
+
+def _swiglu_forward(module):
+    def forward(x, *args, **kwargs):
+        return module.down_proj(_SiluMul.apply(module.gate_proj(x), module.up_proj(x)))
+
+    return forward
+
+
 def _is_attention(module):
     return type(module).__name__.endswith("Attention")
 
@@ -173,7 +232,8 @@ def _is_attention(module):
 def install(model, codec, backbone=None):
     """Applies ``codec`` to everything autograd saves while ``backbone`` (default: the model's ``base_model``, its
     decoder or encoder stack, so the LM head and loss stay outside) runs forward, by wrapping that module's forward;
-    with attention="exact", every attention module's forward runs as an exact region. Returns a handle whose
+    with attention="exact", every attention module's forward runs as an exact region; a LLaMA-family MLP computes
+    silu(gate) * up with _SiluMul (silu(gate) recomputed in backward, not saved). Returns a handle whose
     ``remove()`` undoes it."""
     backbone = backbone if backbone is not None else getattr(model, "base_model", model)
     wrapped = []
@@ -201,6 +261,10 @@ def install(model, codec, backbone=None):
         return forward
 
     wrap(backbone, with_hooks)
+    for module in backbone.modules():
+        if _is_swiglu_mlp(module):
+            module.forward = _swiglu_forward(module)
+            wrapped.append((module, None))
     if codec.attention == "exact":
         for module in backbone.modules():
             if module is not backbone and _is_attention(module):
