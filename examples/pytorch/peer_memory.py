@@ -17,8 +17,8 @@ Methods (``--method``; ``--list`` prints them with what each installs):
   compact         compact's CompAct layers (the paper's: q, k, v, gate, up, down), r = n/4, SRHT, CompressedAdamW
   compact-ckpt    compact + gradient checkpointing
   compact-all     compress(saved="all"): CompAct on every linear, the chunked LM head and loss, everything else
-                  autograd saves through compact's 8-bit codec (attention kept exact)
-  compact-all-attn  compact-all with the attention's saved tensors through the codec too (attention="compressed")
+                  autograd saves through compact's 8-bit codec, the attention's tensors included (the default)
+  compact-all-exact  compact-all with attention="exact" (nothing saved inside attention modules compressed)
   compact-all-ckpt  compact-all + gradient checkpointing
   lora            PEFT LoRA, rank 16 on q, k, v, o, gate, up and down, torch's AdamW on the adapters (fine-tuning)
   lora-velora     LoRA + PEFT's VeLoRA (VeloraConfig() defaults: A's input stored compressed)
@@ -63,7 +63,7 @@ METHODS = {
     "full": (), "ckpt": (), "galore": ("galore-torch",), "apollo": ("apollo-torch",),
     "apollo-mini": ("apollo-torch",), "flora": ("flora-opt",), "adamw8bit": ("torchao",),
     "adamw8bit-bnb": ("bitsandbytes",), "cce": ("cut-cross-entropy",), "liger": ("liger-kernel",), "compact": (),
-    "compact-ckpt": (), "compact-all": (), "compact-all-attn": (), "compact-all-ckpt": (),
+    "compact-ckpt": (), "compact-all": (), "compact-all-exact": (), "compact-all-ckpt": (),
     "lora": ("peft",), "lora-velora": ("peft",), "lora-compact": ("peft",), "lora-compact-all": ("peft",),
 }
 LORA_RANK = 16
@@ -92,7 +92,7 @@ def parse(argv=None):
     p.add_argument("--grid-methods", default=",".join(METHODS))
     p.add_argument("--grid-measures", default="memory,time")
     p.add_argument("--loss-grid", action="store_true", help="the loss runs: --loss-methods x seeds 1-3")
-    p.add_argument("--loss-methods", default="full,apollo,compact,compact-all,compact-all-attn")
+    p.add_argument("--loss-methods", default="full,flora,adamw8bit-bnb,compact,compact-all,compact-all-exact")
     p.add_argument("--loss-shape", default="4x128")
     p.add_argument("--smoke", action="store_true", help="a tiny shape, every method once, checked (CI)")
     p.add_argument("--list", action="store_true", help="print the methods and what each needs")
@@ -211,7 +211,7 @@ def _setup(method, model, lr):
     if method.startswith("compact"):
         import compact_torch as ct
 
-        pieces = dict(saved="all", attention="compressed" if method.endswith("attn") else "exact") \
+        pieces = dict(saved="all", attention="exact" if method.endswith("exact") else "compressed") \
             if "-all" in method else {}
         ct.compress(model, rank=0.25, dist="srht", period=200, **pieces)
         return ct.CompressedAdamW(model.parameters(), lr=lr, weight_decay=0.0)
