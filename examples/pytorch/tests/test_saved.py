@@ -207,9 +207,9 @@ def test_exact_attention_compresses_nothing_saved_inside_attention_modules():
     seen = []
     real = codec._encode
 
-    def spy(t, kind):
+    def spy(t, kind, value=None):
         seen.append(codec.exact_depth())
-        return real(t, kind)
+        return real(t, kind, value)
 
     codec._encode = spy
     ids = torch.randint(0, 512, (2, 16))
@@ -234,3 +234,24 @@ def test_the_swiglu_mlp_saves_gate_and_up_only_and_keeps_the_stock_bits():
     assert a_bytes - b_bytes == 2 * (2 * 32 * 320 * 4)  # two blocks, batch 2 x 32 tokens, intermediate 320, fp32
     handle.remove()
     assert "forward" not in fused.model.layers[0].mlp.__dict__
+
+
+def test_the_cpus_float_dropout_mask_is_stored_as_bits_and_comes_back_exactly():
+    """The CPU's dropout multiplies by a float mask {0, 1/(1-p)} computed without autograd and saves it: the codec
+    keeps it as bits and the one value, and the gradient is the uncompressed one bit for bit."""
+    codec = saved.SavedCodec(min_numel=1)
+    torch.manual_seed(0)
+    x = torch.randn(256, 256, requires_grad=True)
+    with codec.hooks():
+        torch.manual_seed(5)
+        y = torch.nn.functional.dropout(x * 1.0, p=0.1, training=True)
+    y.sum().backward()
+    got = x.grad.clone()
+    x.grad = None
+    torch.manual_seed(5)
+    torch.nn.functional.dropout(x * 1.0, p=0.1, training=True).sum().backward()
+    assert torch.equal(got, x.grad)
+    small = codec.pack(torch.full((100, 100), 2.0))  # two-valued: 0 never occurs, one value: still exact
+    assert torch.equal(codec.unpack(small), torch.full((100, 100), 2.0))
+    other = torch.randn(100, 100)
+    assert codec.pack(other) is other  # not a mask: kept as it is

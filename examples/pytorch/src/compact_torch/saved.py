@@ -8,9 +8,11 @@ What is compressed, per tensor autograd saves (the pack hook sees each one once 
 - a floating-point tensor of at least ``min_numel`` values that autograd computed (``requires_grad`` and not a leaf):
   the activations of the nonlinearities (SiLU·gate, GELU), the norms' inputs and outputs, the attention's inputs
   and output when ``attention="compressed"``;
-- a boolean tensor of at least ``min_numel`` values (dropout masks): as bits, exactly;
-- nothing else: parameters and buffers (alive anyway: a copy would add bytes), tensors computed without autograd
-  (CompactLinear's sketches z, RoPE's cos and sin, the attention's log-sum-exp), integer tensors (indices), and small
+- a boolean tensor of at least ``min_numel`` values (dropout masks): as bits, exactly; and on the CPU a floating-point
+  tensor computed without autograd whose elements are all 0 or one value v (the CPU's dropout keeps its mask as
+  floats {0, 1/(1-p)}): as bits and v, exactly;
+- nothing else: parameters and buffers (alive anyway: a copy would add bytes), other tensors computed without
+  autograd (CompactLinear's sketches z, RoPE's cos and sin, the attention's log-sum-exp), integer tensors (indices), and small
   tensors (a norm's reciprocal RMS), which are kept exactly.
 A tensor saved by several ops (a norm's output read by q, k and v) is encoded once and shared. With
 ``attention="exact"`` nothing saved inside an attention module (a module whose class name ends in "Attention") is
@@ -105,7 +107,18 @@ class SavedCodec:
         if t.is_floating_point() and t.requires_grad and t.grad_fn is not None:
             if t.dtype in (torch.float32, torch.float16, torch.bfloat16):
                 return "sr8"
+        if t.is_floating_point() and not t.requires_grad and t.device.type == "cpu" and \
+                not isinstance(t, torch.nn.Parameter):
+            return "mask?"  # the CPU's dropout saves its mask as floats {0, 1/(1-p)}: bits if it is one
         return None
+
+    @staticmethod
+    def _two_valued(t):
+        """The nonzero value v when every element of t is 0 or v (a float dropout mask), else None."""
+        v = t.amax()
+        if float(v) == 0.0 or not bool(((t == 0) | (t == v)).all()):
+            return None
+        return float(v)
 
     @staticmethod
     def _notify(*tensors):
@@ -116,6 +129,11 @@ class SavedCodec:
 
     def pack(self, t):
         kind = self._eligible(t)
+        value = None
+        if kind == "mask?":
+            with torch.no_grad():
+                value = self._two_valued(t)
+            kind = "mask" if value is not None else None
         if kind is None:
             self._notify(t)
             return t
@@ -125,7 +143,7 @@ class SavedCodec:
             ref, version, record = found
             if ref() is t and version == t._version:
                 return record
-        record = self._encode(t, kind)
+        record = self._encode(t, kind, value)
         shared = self._shared
 
         def drop(r, key=key):
@@ -139,10 +157,12 @@ class SavedCodec:
         self._notify(record.q, record.scales)
         return record
 
-    def _encode(self, t, kind):
+    def _encode(self, t, kind, value=None):
         with torch.no_grad():
             if kind == "bits":
                 return _Encoded("bits", pack_bits(t), None, t.shape, t.dtype, t.device)
+            if kind == "mask":  # exact: the bits of t != 0, and the one nonzero value as a 1-element tensor
+                return _Encoded("mask", pack_bits(t != 0), t.new_full((1,), value), t.shape, t.dtype, t.device)
             x = t.detach()
             if x.device.type == "cpu" and x.dtype != torch.float32:
                 x = x.float()  # compact's CPU codec reads fp32; 16-bit values widen exactly
@@ -154,11 +174,12 @@ class SavedCodec:
     def unpack(self, packed):
         if not isinstance(packed, _Encoded):
             return packed
-        if packed.kind == "bits":
+        if packed.kind in ("bits", "mask"):
             numel = 1
             for s in packed.shape:
                 numel *= s
-            return unpack_bits(packed.q, numel).view(packed.shape)
+            bits = unpack_bits(packed.q, numel).view(packed.shape)
+            return bits if packed.kind == "bits" else bits.to(packed.dtype) * packed.scales
         out_dtype = packed.dtype if packed.device.type == "cuda" else torch.float32
         x = _ext.ops.sr8_decode(packed.q, packed.scales, out_dtype)
         return x.to(packed.dtype).view(packed.shape)
