@@ -34,11 +34,11 @@ def main():
     args = p.parse_args()
     with open(args.results) as f:
         data = points(list(csv.DictReader(f)))
-    keys = sorted(data, key=lambda k: (k[0] != "llama", k))
+    keys = sorted((k for k in data if data[k]), key=lambda k: (k[0] != "llama", k))  # shapes with time rows
     fig, axes = plt.subplots(1, len(keys), figsize=(4.2 * len(keys), 4.0), squeeze=False)
     for ax, key in zip(axes[0], keys):
         for method, (t, m) in sorted(data[key].items()):
-            ours = method.startswith("compact")
+            ours = "compact" in method
             ax.scatter([t], [m], marker="o" if ours else "s", color="tab:red" if ours else "tab:blue", s=28)
             ax.annotate(method, (t, m), fontsize=7, xytext=(3, 3), textcoords="offset points")
         ax.axhline(1.0, color="grey", lw=0.5)
