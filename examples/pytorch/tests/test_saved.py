@@ -251,7 +251,8 @@ def test_the_cpus_float_dropout_mask_is_stored_as_bits_and_comes_back_exactly():
     torch.manual_seed(5)
     torch.nn.functional.dropout(x * 1.0, p=0.1, training=True).sum().backward()
     assert torch.equal(got, x.grad)
-    small = codec.pack(torch.full((100, 100), 2.0))  # two-valued: 0 never occurs, one value: still exact
-    assert torch.equal(codec.unpack(small), torch.full((100, 100), 2.0))
-    other = torch.randn(100, 100)
-    assert codec.pack(other) is other  # not a mask: kept as it is
+    mask = (torch.rand(100, 100) > 0.3).float() * 1.25
+    packed = codec.pack(mask)
+    assert packed is not mask and torch.equal(codec.unpack(packed), mask)
+    for other in (torch.randn(100, 100), torch.full((100, 100), 2.0)):  # not a mask (no zero): kept as it is
+        assert codec.pack(other) is other

@@ -8,12 +8,12 @@ What is compressed, per tensor autograd saves (the pack hook sees each one once 
 - a floating-point tensor of at least ``min_numel`` values that autograd computed (``requires_grad`` and not a leaf):
   the activations of the nonlinearities (SiLU·gate, GELU), the norms' inputs and outputs, the attention's inputs
   and output when ``attention="compressed"``;
-- a boolean tensor of at least ``min_numel`` values (dropout masks): as bits, exactly; and on the CPU a floating-point
-  tensor computed without autograd whose elements are all 0 or one value v (the CPU's dropout keeps its mask as
-  floats {0, 1/(1-p)}): as bits and v, exactly;
+- a boolean tensor of at least ``min_numel`` values (dropout masks): as bits, exactly; and on the CPU a
+  floating-point tensor computed without autograd whose elements are all 0 or one value v, both occurring (the CPU's
+  dropout keeps its mask as floats {0, 1/(1-p)}): as bits and v, exactly;
 - nothing else: parameters and buffers (alive anyway: a copy would add bytes), other tensors computed without
-  autograd (CompactLinear's sketches z, RoPE's cos and sin, the attention's log-sum-exp), integer tensors (indices), and small
-  tensors (a norm's reciprocal RMS), which are kept exactly.
+  autograd (CompactLinear's sketches z, RoPE's cos and sin, the attention's log-sum-exp), integer tensors (indices),
+  and small tensors (a norm's reciprocal RMS), which are kept exactly.
 A tensor saved by several ops (a norm's output read by q, k and v) is encoded once and shared. With
 ``attention="exact"`` nothing saved inside an attention module (a module whose class name ends in "Attention") is
 compressed: scaled-dot-product attention's backward recomputes the probabilities from the saved q, k and the exact
@@ -114,9 +114,9 @@ class SavedCodec:
 
     @staticmethod
     def _two_valued(t):
-        """The nonzero value v when every element of t is 0 or v (a float dropout mask), else None."""
+        """The nonzero value v when every element of t is 0 or v and both occur (a float dropout mask), else None."""
         v = t.amax()
-        if float(v) == 0.0 or not bool(((t == 0) | (t == v)).all()):
+        if float(v) <= 0.0 or float(t.amin()) != 0.0 or not bool(((t == 0) | (t == v)).all()):
             return None
         return float(v)
 
