@@ -174,11 +174,13 @@ _cache = _SketchCache()
 
 
 def autocast_dtype(device_type):
-    """The autocast dtype for ``device_type`` ("cpu" or "cuda") when autocast is on there, else None."""
+    """The autocast dtype in force for ``device_type`` ("cpu", "cuda", ...) when autocast is on there, else None (also
+    for a device type autocast does not know)."""
     if hasattr(torch, "get_autocast_dtype"):  # torch >= 2.4 (the device-less forms are deprecated there)
-        if device_type not in ("cpu", "cuda"):
+        try:
+            return torch.get_autocast_dtype(device_type) if torch.is_autocast_enabled(device_type) else None
+        except RuntimeError:  # a device type autocast does not know
             return None
-        return torch.get_autocast_dtype(device_type) if torch.is_autocast_enabled(device_type) else None
     if device_type == "cuda":
         return torch.get_autocast_gpu_dtype() if torch.is_autocast_enabled() else None
     if device_type == "cpu":
@@ -205,7 +207,7 @@ class _GhatReduction:
         self.queued = False
 
     def wanted(self, layer):
-        if not (self.enabled and layer._ghat_reduced is None and layer._ddp_ignored):
+        if not (self.enabled and layer._ghat_reducer == "self"):
             return False
         dist = torch.distributed
         return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
@@ -375,10 +377,10 @@ class CompactLinear(nn.Module):
         self._pool = None
         self._sharing_decided = True
         self._record = None
-        # Who all-reduces Ghat under data parallelism: None (CompressedAdamW, for torch's own DDP, which compress()
-        # tells to leave the placeholder alone), "ddp" (compact_torch.DistributedDataParallel's buckets) or "fsdp".
-        self._ghat_reduced = None
-        self._ddp_ignored = False  # set by compress(): torch's DDP leaves this layer's placeholder alone
+        # Who averages Ghat over the ranks under data parallelism: None (nobody: no data parallelism known), "self"
+        # (the layer, at the end of backward: compress() told torch's own DDP to leave the placeholder alone), "ddp"
+        # (compact_torch.DistributedDataParallel's buckets) or "fsdp" (fully_shard's reduce-scatter).
+        self._ghat_reducer = None
         self._index = next(_layer_count)  # construction order: the same on every rank that builds the same model
 
     def reset_parameters(self):

@@ -46,24 +46,12 @@ import types
 
 import torch
 
+from .linear import autocast_dtype
+
 MODES = ("recompute", "forward_grad")
 DEFAULT_MODE = "recompute"
 DEFAULT_CHUNK_TOKENS = 512
 REDUCTIONS = ("mean", "sum", "none")
-
-
-def _autocast_dtype(device_type):
-    """The autocast dtype in force for ``device_type`` here, or None."""
-    if hasattr(torch, "get_autocast_dtype"):  # torch >= 2.4
-        try:
-            return torch.get_autocast_dtype(device_type) if torch.is_autocast_enabled(device_type) else None
-        except RuntimeError:  # a device type autocast does not know
-            return None
-    if device_type == "cpu":
-        return torch.get_autocast_cpu_dtype() if torch.is_autocast_cpu_enabled() else None
-    if device_type == "cuda":
-        return torch.get_autocast_gpu_dtype() if torch.is_autocast_enabled() else None
-    return None
 
 
 def _no_autocast(device_type):
@@ -77,7 +65,7 @@ def _no_autocast(device_type):
 def compute_dtype(hidden, weight):
     """The dtype of the logits: autocast's when autocast is on for hidden's device (which, like autocast's linear,
     leaves fp64 alone), else the promotion of hidden's and weight's dtypes."""
-    cast = _autocast_dtype(hidden.device.type)
+    cast = autocast_dtype(hidden.device.type)
     if cast is not None and torch.float64 not in (hidden.dtype, weight.dtype):
         return cast
     return torch.promote_types(hidden.dtype, weight.dtype)
