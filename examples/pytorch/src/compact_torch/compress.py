@@ -14,6 +14,7 @@ from torch import nn
 
 from ._ext import CompactError
 from .linear import FIRST_AUTO_STREAM, CompactLinear, _SharePool, compact_layers, is_conv1d, owner_of
+from .optim import guard_foreign_optimizers
 
 # The generic default, for models of no known family: every linear layer except attention output projections and
 # heads. These patterns (fnmatch on the module's dotted name) name those layers in Hugging Face LLaMA/Mistral/Qwen
@@ -175,12 +176,6 @@ def _placeholder_names(model):
     return [name for name, p in model.named_parameters() if owner_of(p) is not None]
 
 
-def _guard_optimizers():
-    from .optim import guard_foreign_optimizers
-
-    guard_foreign_optimizers()
-
-
 def _tell_ddp(model):
     """Adds the placeholders to ``model._ddp_params_and_buffers_to_ignore``, which torch's DistributedDataParallel
     reads when it is built (the Trainer, accelerate and Lightning build it from the model they are given): it then
@@ -190,8 +185,8 @@ def _tell_ddp(model):
     ignored += [n for n in _placeholder_names(model) if n not in ignored]
     model._ddp_params_and_buffers_to_ignore = ignored
     for layer in compact_layers(model):
-        layer._ddp_ignored = True  # its Ghat is averaged at the end of backward (linear._GhatReduction)
-    _guard_optimizers()
+        layer._ghat_reducer = "self"  # its Ghat is averaged at the end of backward (linear._GhatReduction)
+    guard_foreign_optimizers()
 
 
 def _parse_saved(saved):

@@ -93,7 +93,7 @@ class DistributedDataParallel(torch.nn.parallel.DistributedDataParallel):
             if ignored is not None:
                 module._ddp_params_and_buffers_to_ignore = ignored
         for layer in layers:
-            layer._ghat_reduced = "ddp"
+            layer._ghat_reducer = "ddp"
         self._check_states = check_states
         ids = {id(layer) for layer in layers}
         self._layer_names = [n for n, m in module.named_modules() if id(m) in ids]
@@ -131,7 +131,7 @@ def fully_shard(module, **kwargs):
     result = torch_fully_shard(module, **kwargs)
     for layer in layers:
         _register_owner(layer)
-        layer._ghat_reduced = "fsdp"  # reduce-scattered by FSDP2: CompressedAdamW leaves it alone
+        layer._ghat_reducer = "fsdp"  # reduce-scattered by FSDP2: the layer does not average it itself
     return result
 
 
