@@ -27,7 +27,7 @@ class KeptCache {
   struct Stats {
     std::uint64_t hits = 0;
     std::uint64_t builds = 0;
-    std::size_t entries = 0;
+    std::size_t entries = 0;  ///< filled by stats() from the list
     std::size_t bytes = 0;
     std::uint64_t evictions = 0;
   };
@@ -55,7 +55,6 @@ class KeptCache {
     order_.push_front(Node{key, built.first, built.second});
     index_.emplace(key, order_.begin());
     stats_.bytes += built.second;
-    stats_.entries = order_.size();
     return std::move(built.first);
   }
 
@@ -67,7 +66,9 @@ class KeptCache {
 
   Stats stats() const {
     const std::lock_guard<std::mutex> lock(mutex_);
-    return stats_;
+    Stats s = stats_;
+    s.entries = order_.size();
+    return s;
   }
 
  private:
@@ -83,7 +84,6 @@ class KeptCache {
     index_.erase(last.key);
     order_.pop_back();
     ++stats_.evictions;
-    stats_.entries = order_.size();
   }
 
   const std::size_t max_entries_;

@@ -25,6 +25,7 @@ The uniforms of the stochastic rounding come from compact's Philox keyed by (see
 codec's, the stream the process's rank-independent codec stream, and the window a counter of encodes, so every
 tensor of every step draws fresh, reproducible bits.
 """
+import math
 import threading
 import weakref
 
@@ -48,9 +49,6 @@ class _Encoded:
 
     def __init__(self, kind, q, scales, shape, dtype, device):
         self.kind, self.q, self.scales, self.shape, self.dtype, self.device = kind, q, scales, shape, dtype, device
-
-    def nbytes(self):
-        return sum(t.numel() * t.element_size() for t in (self.q, self.scales) if t is not None)
 
 
 def pack_bits(mask):
@@ -85,8 +83,7 @@ class SavedCodec:
         self._window = 0
         self._local = threading.local()
         self._shared = {}  # id(tensor) -> (weakref to it, its version, the _Encoded): one record per saved tensor
-        self.encoded_bytes = 0  # of the records made (a running total, for reports)
-        self.raw_bytes = 0
+        self.raw_bytes = 0  # of the tensors encoded (a running total)
 
     # -- the exact regions (attention modules under attention="exact") ------------------------------------------
     def exact_depth(self):
@@ -115,8 +112,10 @@ class SavedCodec:
     @staticmethod
     def _two_valued(t):
         """The nonzero value v when every element of t is 0 or v and both occur (a float dropout mask), else None."""
+        if float(t.amin()) != 0.0:  # most candidates (sketches, RoPE's cos and sin) stop here, after one pass
+            return None
         v = t.amax()
-        if float(v) <= 0.0 or float(t.amin()) != 0.0 or not bool(((t == 0) | (t == v)).all()):
+        if float(v) <= 0.0 or not bool(((t == 0) | (t == v)).all()):
             return None
         return float(v)
 
@@ -152,7 +151,6 @@ class SavedCodec:
                 del shared[key]
 
         self._shared[key] = (weakref.ref(t, drop), t._version, record)
-        self.encoded_bytes += record.nbytes()
         self.raw_bytes += t.numel() * t.element_size()
         self._notify(record.q, record.scales)
         return record
@@ -175,10 +173,7 @@ class SavedCodec:
         if not isinstance(packed, _Encoded):
             return packed
         if packed.kind in ("bits", "mask"):
-            numel = 1
-            for s in packed.shape:
-                numel *= s
-            bits = unpack_bits(packed.q, numel).view(packed.shape)
+            bits = unpack_bits(packed.q, math.prod(packed.shape)).view(packed.shape)
             return bits if packed.kind == "bits" else bits.to(packed.dtype) * packed.scales
         out_dtype = packed.dtype if packed.device.type == "cuda" else torch.float32
         x = _ext.ops.sr8_decode(packed.q, packed.scales, out_dtype)
@@ -259,12 +254,11 @@ def install(model, codec, backbone=None):
     silu(gate) * up with _SiluMul (silu(gate) recomputed in backward, not saved). Returns a handle whose
     ``remove()`` undoes it."""
     backbone = backbone if backbone is not None else getattr(model, "base_model", model)
-    wrapped = []
+    wrapped = []  # the modules whose forward is an instance attribute set here
 
     def wrap(module, make):
-        original = module.forward
-        module.forward = make(original)
-        wrapped.append((module, original))
+        module.forward = make(module.forward)
+        wrapped.append(module)
 
     def with_hooks(original):
         def forward(*args, **kwargs):
@@ -287,7 +281,7 @@ def install(model, codec, backbone=None):
     for module in backbone.modules():
         if _is_swiglu_mlp(module):
             module.forward = _swiglu_forward(module)
-            wrapped.append((module, None))
+            wrapped.append(module)
     if codec.attention == "exact":
         for module in backbone.modules():
             if module is not backbone and _is_attention(module):
@@ -295,9 +289,8 @@ def install(model, codec, backbone=None):
 
     class Handle:
         def remove(self):
-            for module, original in reversed(wrapped):
-                if module.__dict__.get("forward") is not None:
-                    del module.forward
+            for module in wrapped:
+                module.__dict__.pop("forward", None)
             wrapped.clear()
 
     model._compact_saved = (codec, Handle())
