@@ -456,7 +456,7 @@ def loss_grid(args):
 
 
 def finish(out_dir):
-    """Fills vs_full, time_vs_full and loss_vs_full against the full-rank rows and prints the tables."""
+    """Fills vs_full, time_vs_full and loss_vs_full against the full-rank rows and prints the tables (markdown)."""
     path = os.path.join(out_dir, "results.csv")
     with open(path) as f:
         rows = list(csv.DictReader(f))
@@ -478,34 +478,7 @@ def finish(out_dir):
         w = csv.DictWriter(f, fieldnames=FIELDS)
         w.writeheader()
         w.writerows(rows)
-    print_tables(rows)
-
-
-def print_tables(rows):
-    mib = lambda r, k: f"{int(r[k]) / 2**20:8.1f}" if r.get(k) else f"{'-':>8s}"  # noqa: E731
-    times = {(r["method"], r["model"], r["batch"], r["seq"]): r for r in rows if r["measure"] == "time"}
-    print(f"\n{'method':14s} {'model':8s} {'shape':>8s} {'weights':>8s} {'grads':>8s} {'optim':>8s} {'activ':>8s} "
-          f"{'temps':>8s} {'total':>8s} {'vs full':>7s} {'s/step':>7s} {'vs full':>7s}  peak in / status")
-    for r in rows:
-        if r["measure"] != "memory":
-            continue
-        t = times.get((r["method"], r["model"], r["batch"], r["seq"]), {})
-        status = r["peak_phase"] if r["status"] == "ok" else r["status"][:70]
-        print(f"{r['method']:14s} {r['model']:8s} {r['batch'] + 'x' + r['seq']:>8s} {mib(r, 'weights')} "
-              f"{mib(r, 'gradients')} {mib(r, 'optimizer')} {mib(r, 'activations')} {mib(r, 'temporaries')} "
-              f"{mib(r, 'total')} {r.get('vs_full') or '-':>7s} {t.get('step_seconds') or '-':>7s} "
-              f"{t.get('time_vs_full') or '-':>7s}  {status}")
-    losses = {}
-    for r in rows:
-        if r["measure"] == "loss" and r["status"] == "ok":
-            losses.setdefault(r["method"], []).append(float(r["val_loss"]))
-    if losses:
-        print(f"\n{'method':14s} {'seeds':>5s} {'val loss mean':>13s} {'spread':>8s} {'vs full':>8s}")
-        full = statistics.mean(losses["full"]) if "full" in losses else None
-        for m, v in losses.items():
-            spread = max(v) - min(v) if len(v) > 1 else 0.0
-            rel = f"{statistics.mean(v) / full:.4f}" if full else "-"
-            print(f"{m:14s} {len(v):5d} {statistics.mean(v):13.5f} {spread:8.5f} {rel:>8s}")
+    markdown(path)
 
 
 def markdown(path):

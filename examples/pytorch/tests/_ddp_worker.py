@@ -52,8 +52,11 @@ def start(rank, world, port, compact, wrapper):
     return model, opt, ddp, traffic
 
 
-def main(rank, world, port, out_dir, compact):
-    model, opt, ddp, traffic = start(rank, world, port, compact, ct.DistributedDataParallel)
+def train(rank, world, port, compact, wrapper):
+    """STEPS steps of `wrapper` (a DDP class) on this rank's half of each global batch; returns the model, the wrapper
+    and per step the reduced gradients (as DDP left them), the all-reduce payload and the parameters before the
+    step."""
+    model, opt, ddp, traffic = start(rank, world, port, compact, wrapper)
     per = GLOBAL_BATCH // world
     log = []
     for step in range(STEPS):
@@ -65,6 +68,11 @@ def main(rank, world, port, out_dir, compact):
                     "params": {n: p.detach().clone() for n, p in model.named_parameters()}})
         opt.step()
         opt.zero_grad(set_to_none=True)
+    return model, ddp, log
+
+
+def main(rank, world, port, out_dir, compact):
+    model, ddp, log = train(rank, world, port, compact, ct.DistributedDataParallel)
     torch.save({"log": log, "final": model.state_dict()}, os.path.join(out_dir, f"rank{rank}_{int(compact)}.pt"))
     dist.barrier()
     del ddp
@@ -102,20 +110,11 @@ def mismatch_main(rank, world, port, out_dir):
 
 def torch_ddp_main(rank, world, port, out_dir):
     """torch's own DistributedDataParallel (as the Hugging Face Trainer and accelerate build it) over a compress()ed
-    model: the constructor leaves the Ghat placeholders alone and CompressedAdamW averages Ghat in step(). Saves the
-    final weights, which must be compact_torch.DistributedDataParallel's bit for bit (spawn_main), and each step's
-    all-reduce payload of DDP's buckets (the dense parameters only)."""
-    model, opt, ddp, traffic = start(rank, world, port, True, torch.nn.parallel.DistributedDataParallel)
-    per = GLOBAL_BATCH // world
-    payload = []
-    for step in range(STEPS):
-        ids = global_batch(step)[rank * per:(rank + 1) * per]
-        traffic.reset()
-        ddp(ids, ids).backward()
-        payload.append(traffic.total_bytes)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-    torch.save({"final": model.state_dict(), "payload": payload}, os.path.join(out_dir, f"torch_ddp{rank}.pt"))
+    model: the constructor leaves the Ghat placeholders alone and the layers average Ghat at the end of backward.
+    Saves the final weights, which must be compact_torch.DistributedDataParallel's bit for bit (spawn_main), and the
+    log (each step's all-reduce payload of DDP's buckets: the dense parameters only)."""
+    model, ddp, log = train(rank, world, port, True, torch.nn.parallel.DistributedDataParallel)
+    torch.save({"final": model.state_dict(), "log": log}, os.path.join(out_dir, f"torch_ddp{rank}.pt"))
     dist.barrier()
     del ddp
     teardown()
