@@ -61,7 +61,8 @@ inline const index_t kKernelRanks[] = {1, 7, 1024};
 
 template <class T>
 bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
+  // memcmp's pointers must not be null, even for zero bytes (an empty vector's data() may be).
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0);
 }
 
 /// Checks, for every case above, that `fill(params, i0, i1, j0, j1, out, ld)` writes the bits of the reference loop
@@ -232,9 +233,9 @@ void check_sr8_against_reference(Encode encode, Decode decode) {
         compact::detail::sr8_decode_scalar(q_ref.data(), s_ref.data(), r.n, out_ref.data());
         encode(p, r.first_block, x.data(), r.n, q.data(), s.data());
         decode(q_ref.data(), s_ref.data(), r.n, out.data());
-        CHECK(std::memcmp(q.data(), q_ref.data(), nq) == 0);
-        CHECK(std::memcmp(s.data(), s_ref.data(), ns * sizeof(float)) == 0);
-        CHECK(std::memcmp(out.data(), out_ref.data(), nq * sizeof(float)) == 0);
+        CHECK((nq == 0 || std::memcmp(q.data(), q_ref.data(), nq) == 0));  // memcmp takes no null, even for 0 bytes
+        CHECK((ns == 0 || std::memcmp(s.data(), s_ref.data(), ns * sizeof(float)) == 0));
+        CHECK((nq == 0 || std::memcmp(out.data(), out_ref.data(), nq * sizeof(float)) == 0));
         CHECK(q[nq] == std::int8_t{0x55});
         CHECK(q[nq + 15] == std::int8_t{0x55});
         CHECK(s[ns] == -3.0f);
