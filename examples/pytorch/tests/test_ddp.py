@@ -206,3 +206,27 @@ def test_torch_own_ddp_trains_a_compressed_model_as_compact_ddp_does(ddp_runs, t
         for (name, a), b in zip(got["final"].items(), want.values()):
             assert torch.equal(a, b) if torch.is_tensor(a) else a == b, name
         assert [entry["total_bytes"] for entry in got["log"]] == [dense_bytes] * worker.STEPS  # dense only
+
+
+@pytest.mark.skipif(not hasattr(torch.Tensor, "register_post_accumulate_grad_hook"),
+                    reason=f"layer-wise updates need torch >= 2.1; this is torch {torch.__version__}")
+def test_layerwise_ddp_steps_on_the_averaged_gradients_as_plain_ddp_does(ddp_runs, tmp_path):
+    """A layer-wise CompressedAdamW attached to the DDP steps each bucket's parameters in the comm hook's callback,
+    on the averaged gradient: the trajectory is plain DDP's bit for bit (compact_torch's DDP and torch's own, whose
+    Ghat the layers average at the end of backward), so by test_ddp_trajectory_is_bitwise_the_averaged_halves_trajectory
+    also the single-process one on the averaged halves; with two micro-batches per rank (no_sync), the plain
+    optimizer's with the same accumulation. The counting hook inside sees the same payload."""
+    mp.spawn(worker.layerwise_main, args=(WORLD, free_port(), str(tmp_path)), nprocs=WORLD, join=True)
+    model, _ = worker.build(True)
+    elt = 8  # float64
+    compressed = sum(p.numel() * elt for p in model.parameters() if ct.owner_of(p) is not None)
+    for rank in range(WORLD):
+        runs = {name: torch.load(os.path.join(tmp_path, f"layerwise_{name}{rank}.pt")) for name in worker.LAYERWISE_RUNS}
+        pairs = [("ct", ddp_runs[(rank, True)]), ("torch", ddp_runs[(rank, True)]), ("ct-accum", runs["ct-accum-plain"])]
+        for name, want in pairs:
+            for (key, a), b in zip(runs[name]["final"].items(), want["final"].values()):
+                assert torch.equal(a, b) if torch.is_tensor(a) else a == b, (name, key)
+        assert [c for _, c in runs["ct"]["payload"]] == [compressed] * worker.STEPS
+        assert runs["ct-accum"]["payload"] == runs["ct-accum-plain"]["payload"]
+        assert [c for _, c in runs["torch"]["payload"]] == [0] * worker.STEPS  # torch's DDP leaves Ghat to the layers
+    assert not torch.equal(runs["ct-accum"]["final"]["model.norm.weight"], ddp_runs[(0, True)]["final"]["model.norm.weight"])
