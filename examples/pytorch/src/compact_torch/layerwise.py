@@ -16,10 +16,12 @@ The rules (docs/pytorch.md, "Layer-wise updates"):
 - Under DistributedDataParallel the hook fires before the all-reduce, so nothing is stepped there: ``attach_ddp``
   wraps the DDP comm hook and steps each bucket's parameters in the future's callback, on the averaged gradient.
 - Gradient clipping needs the global norm, which exists only after every parameter has been stepped:
-  ``torch.nn.utils.clip_grad_norm_`` over a layer-wise optimizer's parameters raises, except with max_norm = inf
-  (what the Hugging Face Trainer calls to log the norm), which returns the norm of the gradients of the last window.
+  ``torch.nn.utils.clip_grad_norm_`` over a layer-wise optimizer's parameters raises, except with max_norm = inf,
+  which returns the 2-norm of the gradients of the last window; ``step()`` called by a Hugging Face Trainer with
+  max_grad_norm > 0 raises (the Trainer clips from .grad through accelerate, which would find no gradient).
 """
 import math
+import sys
 import threading
 import weakref
 
@@ -59,6 +61,23 @@ def _guarded_clip_grad_norm_(parameters, max_norm, norm_type=2.0, *args, **kwarg
         "parameter was already stepped, and its gradient freed, during backward, before the global norm existed; "
         "layer-wise updates cannot clip by the global norm. Turn clipping off (Hugging Face Trainer: "
         "max_grad_norm=0) or use CompressedAdamW(layerwise=False)")
+
+
+def _calling_trainer_max_grad_norm(depth=12):
+    """args.max_grad_norm of the Hugging Face Trainer that calls optimizer.step(), if one does (its training loop
+    clips from .grad itself, through accelerate, without calling clip_grad_norm_: with every gradient already freed it
+    would clip nothing and log a norm of 0)."""
+    frame = sys._getframe(1)
+    for _ in range(depth):
+        frame = frame.f_back
+        if frame is None:
+            return None
+        obj = frame.f_locals.get("self")
+        if obj is not None and type(obj).__module__.startswith("transformers."):
+            clip = getattr(getattr(obj, "args", None), "max_grad_norm", None)
+            if clip is not None:
+                return clip
+    return None
 
 
 def _install_clip_guard():
@@ -247,6 +266,13 @@ class LayerwiseUpdates:
     # -- optimizer.step() / zero_grad() ----------------------------------------------------------------------------
 
     def check_step(self):
+        clip = _calling_trainer_max_grad_norm()
+        if clip:
+            raise CompactError(
+                f"compact: the Hugging Face Trainer clips gradients (max_grad_norm = {clip}) but its optimizer is a "
+                "layer-wise CompressedAdamW: each parameter was already stepped, and its gradient freed, during "
+                "backward, before the global norm existed; layer-wise updates cannot clip by the global norm. Set "
+                "max_grad_norm=0 in TrainingArguments or use CompressedAdamW(layerwise=False)")
         with self.lock:
             micro, windows = self.micro, self.windows_since_step
             self.windows_since_step = 0
