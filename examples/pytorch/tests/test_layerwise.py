@@ -13,6 +13,8 @@ if not hasattr(torch.Tensor, "register_post_accumulate_grad_hook"):
     pytest.skip(f"layer-wise updates need torch >= 2.1 (register_post_accumulate_grad_hook); this is torch "
                 f"{torch.__version__}", allow_module_level=True)
 
+import torch.utils.checkpoint  # noqa: E402
+
 import compact_torch as ct  # noqa: E402
 from conftest import tiny_llama  # noqa: E402
 
@@ -223,3 +225,39 @@ def test_old_torch_gets_a_clear_error(monkeypatch):
     with pytest.raises(ct.CompactError, match=f"needs torch >= 2.1.*this is torch {re.escape(torch.__version__)}"):
         ct.CompressedAdamW(torch.nn.Linear(2, 2).parameters(), layerwise=True)
     ct.CompressedAdamW(torch.nn.Linear(2, 2).parameters())  # the default needs no hook
+
+
+class Checkpointed(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(4)
+        self.first = torch.nn.Linear(12, 12)
+        self.last = ct.CompactLinear(12, 2, rank=4, seed=1, period=2, stream=0)
+
+    def forward(self, x, reentrant):
+        # The segment holds the last layer: with use_reentrant=True its parameters get their gradients in the nested
+        # backward pass, before any other parameter.
+        h = self.first(x).tanh()
+        return torch.utils.checkpoint.checkpoint(lambda t: self.last(t).pow(2).sum(), h, use_reentrant=reentrant)
+
+
+def test_non_reentrant_checkpointing_matches_and_reentrant_checkpointing_raises():
+    # Non-reentrant checkpointing recomputes the segment inside the same backward pass: the same steps bit for bit.
+    # A reentrant checkpoint runs a backward pass inside the outer one; its end is not the micro-batch's: refused.
+    runs = []
+    for layerwise in (False, True):
+        model = Checkpointed()
+        opt = ct.CompressedAdamW(model.parameters(), lr=1e-2, layerwise=layerwise)
+        for step in range(3):
+            x = torch.randn(5, 12, generator=torch.Generator().manual_seed(step))
+            model(x, reentrant=False).backward()
+            opt.step()
+            opt.zero_grad()
+        runs.append(model)
+    for (name, a), b in zip(runs[0].state_dict().items(), runs[1].state_dict().values()):
+        assert torch.equal(a, b), name
+    model = Checkpointed()
+    opt = ct.CompressedAdamW(model.parameters(), lr=1e-2, layerwise=True)  # noqa: F841 (its hooks act)
+    x = torch.randn(5, 12)
+    with pytest.raises(ct.CompactError, match="nested in another.*use_reentrant=False"):
+        model(x, reentrant=True).backward()

@@ -21,6 +21,7 @@ The rules (docs/pytorch.md, "Layer-wise updates"):
   max_grad_norm > 0 raises (the Trainer clips from .grad through accelerate, which would find no gradient).
 """
 import math
+import os
 import sys
 import threading
 import weakref
@@ -78,6 +79,24 @@ def _calling_trainer_max_grad_norm(depth=12):
             if clip is not None:
                 return clip
     return None
+
+
+def _nested_backward():
+    """Whether the caller runs inside a backward pass started from inside another one: the Python frames of the
+    calling thread pass through torch.autograd.backward/grad twice, or through a reentrant checkpoint's backward
+    (which a device thread runs without the outer pass's frames)."""
+    autograd = os.path.join("torch", "autograd", "__init__.py")
+    checkpoint = os.path.join("torch", "utils", "checkpoint.py")
+    entries = 0
+    frame = sys._getframe(1)
+    while frame is not None:
+        code = frame.f_code
+        if code.co_filename.endswith(checkpoint) and code.co_name == "backward":
+            return True
+        if code.co_filename.endswith(autograd) and code.co_name in ("backward", "grad"):
+            entries += 1
+        frame = frame.f_back
+    return entries > 1
 
 
 def _install_clip_guard():
@@ -183,6 +202,12 @@ class LayerwiseUpdates:
         """Runs once when a backward pass that reached the optimizer's parameters ends."""
         with self.lock:
             self.in_backward = False
+            if _nested_backward():
+                raise CompactError(
+                    "compact: a layer-wise CompressedAdamW's parameters received gradients in a backward pass nested "
+                    "in another (reentrant activation checkpointing, torch.utils.checkpoint(use_reentrant=True)): "
+                    "the outer pass, which may still add to them, is the micro-batch. Use use_reentrant=False "
+                    "(Hugging Face: gradient_checkpointing_kwargs={'use_reentrant': False})")
             if self.micro != self.k - 1:
                 self.micro += 1
                 return
