@@ -562,7 +562,7 @@ def smoke(args):
             raise SystemExit(f"smoke: {method}: non-finite loss {losses}")
         print(f"smoke: {method}: ok, losses {losses[0]:.3f} {losses[1]:.3f}")
         ran.append(method)
-    for must in ("full", "ckpt", "compact", "compact-ckpt", "compact-all", "compact-all-ckpt"):
+    for must in ("full", "ckpt", "compact", "compact-ckpt", "compact-all", "compact-all-ckpt", "compact-all-lw"):
         if must not in ran:
             raise SystemExit(f"smoke: {must} did not run")
     print(f"smoke: {len(ran)} methods ran: {', '.join(ran)}; not here: {', '.join(failed) or 'none'}")

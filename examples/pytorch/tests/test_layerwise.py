@@ -261,3 +261,18 @@ def test_non_reentrant_checkpointing_matches_and_reentrant_checkpointing_raises(
     x = torch.randn(5, 12)
     with pytest.raises(ct.CompactError, match="nested in another.*use_reentrant=False"):
         model(x, reentrant=True).backward()
+
+
+def test_a_backward_pass_that_raised_does_not_stop_later_windows():
+    model, opt = make(True)
+    q = model.model.layers[0].self_attn.q_proj
+    ids = batch(0)
+    handle = model.model.embed_tokens.weight.register_hook(lambda g: (_ for _ in ()).throw(RuntimeError("boom")))
+    with pytest.raises(RuntimeError, match="boom"):
+        model(ids, ids).backward()  # its window-end callback never runs
+    handle.remove()
+    opt.zero_grad()
+    before, step = q.weight.detach().clone(), q.step
+    model(ids, ids).backward()
+    assert q.step == step + 1 and not torch.equal(q.weight, before)
+    assert all(p.grad is None for p in model.parameters())

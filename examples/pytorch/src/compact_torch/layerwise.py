@@ -81,6 +81,11 @@ def _calling_trainer_max_grad_norm(depth=12):
     return None
 
 
+def _graph_task_id():
+    get = getattr(torch._C, "_current_graph_task_id", None)
+    return get() if get is not None else None
+
+
 def _nested_backward():
     """Whether the caller runs inside a backward pass started from inside another one: the Python frames of the
     calling thread pass through torch.autograd.backward/grad twice, or through a reentrant checkpoint's backward
@@ -114,6 +119,7 @@ class LayerwiseUpdates:
         self.lock = threading.RLock()  # DDP's comm-hook callbacks may run on the process group's thread
         self.micro = 0  # backward passes finished in the current window
         self.in_backward = False  # a window-end callback is queued for the running backward pass
+        self.task = None  # the autograd graph task it is queued with
         self.stepped = set()  # ids of the parameters stepped in the closing backward pass
         self.norms = {}  # parameter index -> 2-norm of the gradient it was stepped with (this window)
         self.grad_norm = None  # the last closed window's gradient 2-norm
@@ -162,8 +168,15 @@ class LayerwiseUpdates:
 
     def _on_grad(self, p):
         with self.lock:
+            task = _graph_task_id()
+            if self.in_backward and task != self.task and not _nested_backward():
+                # The pass that queued the window-end callback never finished (an exception in backward): this is
+                # a new pass. (A nested pass, reentrant checkpointing, leaves the outer pass's callback in place.)
+                self.in_backward = False
+                self.stepped, self.norms = set(), {}
             if not self.in_backward:
                 self.in_backward = True
+                self.task = task
                 self._check_distributed()
                 torch.autograd.Variable._execution_engine.queue_callback(self._end_backward)
             if self.micro != self.k - 1 or self.ddp is not None:
