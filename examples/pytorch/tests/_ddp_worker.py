@@ -170,3 +170,27 @@ def layerwise_main(rank, world, port, out_dir):
     for i, (name, (wrapper, accum, layerwise)) in enumerate(LAYERWISE_RUNS.items()):
         final, payload = layerwise_run(rank, world, port + i, wrapper, accum, layerwise)
         torch.save({"final": final, "payload": payload}, os.path.join(out_dir, f"layerwise_{name}{rank}.pt"))
+
+
+def unattached_main(rank, world, port, out_dir):
+    """A layer-wise CompressedAdamW under DDP without attach_ddp: the first backward must raise on both ranks before
+    anything is stepped. Writes each rank's message and whether the weights stayed."""
+    torch.set_num_threads(1)
+    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    model, _ = build(True)
+    opt = ct.CompressedAdamW(model.parameters(), lr=1e-2, layerwise=True)
+    ddp = ct.DistributedDataParallel(model, broadcast_buffers=False)
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    ids = global_batch(0)[rank:rank + 1]
+    try:
+        ddp(ids, ids).backward()
+        message = "no error"
+    except ct.CompactError as e:
+        message = str(e)
+    unchanged = all(torch.equal(p, before[n]) for n, p in model.named_parameters())
+    with open(os.path.join(out_dir, f"unattached{rank}.txt"), "w") as f:
+        f.write(f"{unchanged}\n{message}")
+    dist.barrier()
+    del ddp, opt
+    teardown()

@@ -230,3 +230,14 @@ def test_layerwise_ddp_steps_on_the_averaged_gradients_as_plain_ddp_does(ddp_run
         assert runs["ct-accum"]["payload"] == runs["ct-accum-plain"]["payload"]
         assert [c for _, c in runs["torch"]["payload"]] == [0] * worker.STEPS  # torch's DDP leaves Ghat to the layers
     assert not torch.equal(runs["ct-accum"]["final"]["model.norm.weight"], ddp_runs[(0, True)]["final"]["model.norm.weight"])
+
+
+@pytest.mark.skipif(not hasattr(torch.Tensor, "register_post_accumulate_grad_hook"),
+                    reason=f"layer-wise updates need torch >= 2.1; this is torch {torch.__version__}")
+def test_layerwise_ddp_without_attach_ddp_raises_before_stepping(tmp_path):
+    mp.spawn(worker.unattached_main, args=(WORLD, free_port(), str(tmp_path)), nprocs=WORLD, join=True)
+    for rank in range(WORLD):
+        with open(os.path.join(tmp_path, f"unattached{rank}.txt")) as f:
+            unchanged, message = f.read().split("\n", 1)
+        assert unchanged == "True"
+        assert "process group of 2 ranks without attach_ddp()" in message and "attach_ddp(ddp_model)" in message

@@ -175,15 +175,13 @@ class LayerwiseUpdates:
                 self.in_backward = False
                 self.stepped, self.norms = set(), {}
             if not self.in_backward:
+                self._check_distributed()
                 self.in_backward = True
                 self.task = task
-                self._check_distributed()
                 torch.autograd.Variable._execution_engine.queue_callback(self._end_backward)
             if self.micro != self.k - 1 or self.ddp is not None:
-                return  # accumulating, or DDP steps it after the all-reduce
-            layer = owner_of(p)
-            if layer is not None and _ghat_reduction.wanted(layer):
-                return  # its Ghat is averaged over the ranks at the end of backward: stepped then
+                return  # accumulating, or DDP steps it after the all-reduce (or, for a compressed layer under
+                # torch's own DDP, after the layers' average of Ghat at the end of backward)
             self._step(p)
 
     def _check_distributed(self):
