@@ -214,22 +214,36 @@ def test_layerwise_ddp_steps_on_the_averaged_gradients_as_plain_ddp_does(ddp_run
     """A layer-wise CompressedAdamW attached to the DDP steps each bucket's parameters in the comm hook's callback,
     on the averaged gradient: the trajectory is plain DDP's bit for bit (compact_torch's DDP and torch's own, whose
     Ghat the layers average at the end of backward), so by test_ddp_trajectory_is_bitwise_the_averaged_halves_trajectory
-    also the single-process one on the averaged halves; with two micro-batches per rank (no_sync), the plain
-    optimizer's with the same accumulation. The counting hook inside sees the same payload."""
+    also the single-process one on the averaged halves (checked here too, layer-wise with accumulation_steps=2, and
+    within rounding the one on the concatenated batch, test_reduced_gradient_equals_concatenated_batch_gradient); with
+    two micro-batches per rank (no_sync), the plain optimizer's with the same accumulation. The counting hook inside
+    sees the same payload."""
     mp.spawn(worker.layerwise_main, args=(WORLD, free_port(), str(tmp_path)), nprocs=WORLD, join=True)
     model, _ = worker.build(True)
     elt = 8  # float64
     compressed = sum(p.numel() * elt for p in model.parameters() if ct.owner_of(p) is not None)
     for rank in range(WORLD):
-        runs = {name: torch.load(os.path.join(tmp_path, f"layerwise_{name}{rank}.pt")) for name in worker.LAYERWISE_RUNS}
-        pairs = [("ct", ddp_runs[(rank, True)]), ("torch", ddp_runs[(rank, True)]), ("ct-accum", runs["ct-accum-plain"])]
+        runs = {name: torch.load(os.path.join(tmp_path, f"layerwise_{name}{rank}.pt"))
+                for name in worker.LAYERWISE_RUNS}
+        pairs = [("ct", ddp_runs[(rank, True)]), ("torch", ddp_runs[(rank, True)]),
+                 ("ct-accum", runs["ct-accum-plain"])]
         for name, want in pairs:
             for (key, a), b in zip(runs[name]["final"].items(), want["final"].values()):
                 assert torch.equal(a, b) if torch.is_tensor(a) else a == b, (name, key)
         assert [c for _, c in runs["ct"]["payload"]] == [compressed] * worker.STEPS
         assert runs["ct-accum"]["payload"] == runs["ct-accum-plain"]["payload"]
         assert [c for _, c in runs["torch"]["payload"]] == [0] * worker.STEPS  # torch's DDP leaves Ghat to the layers
-    assert not torch.equal(runs["ct-accum"]["final"]["model.norm.weight"], ddp_runs[(0, True)]["final"]["model.norm.weight"])
+    norm = "model.norm.weight"
+    assert not torch.equal(runs["ct-accum"]["final"][norm], ddp_runs[(0, True)]["final"][norm])  # k matters
+    # One process, layer-wise with two micro-batches: the ranks' halves with the loss halved (the argument at the top).
+    torch.set_num_threads(1)
+    model, _ = worker.build(True)
+    opt = ct.CompressedAdamW(model.parameters(), lr=1e-2, weight_decay=0.01, layerwise=True,  # noqa: F841 (hooks)
+                             accumulation_steps=WORLD)
+    for step in range(worker.STEPS):
+        halves_step(model, step)
+    for (key, a), b in zip(model.state_dict().items(), runs["ct"]["final"].values()):
+        assert torch.equal(a, b) if torch.is_tensor(a) else a == b, key
 
 
 @pytest.mark.skipif(not hasattr(torch.Tensor, "register_post_accumulate_grad_hook"),
