@@ -176,6 +176,22 @@ def test_a_layerwise_optimizer_with_accumulation_gives_the_plain_trainer_run_bit
         t.train()
 
 
+@pytest.mark.skipif(not hasattr(torch.Tensor, "register_post_accumulate_grad_hook"),
+                    reason=f"layer-wise updates need torch >= 2.1; this is torch {torch.__version__}")
+def test_a_layerwise_optimizer_under_gradient_checkpointing_gives_the_plain_run(tmp_path):
+    """gradient_checkpointing=True (non-reentrant, transformers' default) recomputes each block inside the same
+    backward pass, before its parameters get their gradients: the same weights bit for bit."""
+    finals = []
+    for layerwise in (False, True):
+        model = llama()
+        a = args(tmp_path / str(layerwise), max_steps=3, max_grad_norm=0.0, gradient_checkpointing=True)
+        opt = ct.CompressedAdamW(model.parameters(), lr=a.learning_rate, weight_decay=0.0, layerwise=layerwise)
+        transformers.Trainer(model=model, args=a, train_dataset=Tokens(), optimizers=(opt, None)).train()
+        finals.append(model.state_dict())
+    for (name, x), y in zip(finals[0].items(), finals[1].values()):
+        assert torch.equal(x, y), name
+
+
 def test_the_trainer_building_its_own_optimizer_raises_a_clear_error(tmp_path):
     import torch.optim.optimizer as optimizer_module
 
