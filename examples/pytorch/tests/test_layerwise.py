@@ -276,3 +276,19 @@ def test_a_backward_pass_that_raised_does_not_stop_later_windows():
     model(ids, ids).backward()
     assert q.step == step + 1 and not torch.equal(q.weight, before)
     assert all(p.grad is None for p in model.parameters())
+
+
+def test_a_param_group_added_later_is_stepped_layerwise_with_its_own_rate():
+    finals = []
+    for layerwise in (False, True):
+        torch.manual_seed(5)
+        a, b = torch.nn.Linear(6, 6), torch.nn.Linear(6, 1)
+        opt = ct.CompressedAdamW(a.parameters(), lr=1e-2, layerwise=layerwise)
+        opt.add_param_group({"params": b.parameters(), "lr": 3e-2})
+        for step in range(3):
+            x = torch.randn(4, 6, generator=torch.Generator().manual_seed(step))
+            b(a(x).tanh()).pow(2).sum().backward()
+            opt.step()
+            opt.zero_grad()
+        finals.append([p.detach().clone() for p in (*a.parameters(), *b.parameters())])
+    assert all(torch.equal(x, y) for x, y in zip(*finals))
