@@ -159,6 +159,7 @@ def layerwise_run(rank, world, port, wrapper, accum, layerwise):
 
 
 LAYERWISE_RUNS = {  # name: (wrapper, accumulation steps, layer-wise)
+    "ct-plain": (ct.DistributedDataParallel, 1, False),
     "ct": (ct.DistributedDataParallel, 1, True),
     "torch": (torch.nn.parallel.DistributedDataParallel, 1, True),
     "ct-accum": (ct.DistributedDataParallel, 2, True),
