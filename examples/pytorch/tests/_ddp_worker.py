@@ -2,6 +2,7 @@
 """One rank of the DDP tests (test_ddp.py spawns two): trains the tiny LLaMA (float64) with gloo DDP on its half of
 each global batch and saves, per step, the reduced gradients and the all-reduce payload, and the final weights."""
 import contextlib
+import functools
 import gc
 import os
 
@@ -162,6 +163,7 @@ LAYERWISE_RUNS = {  # name: (wrapper, accumulation steps, layer-wise)
     "ct-plain": (ct.DistributedDataParallel, 1, False),
     "ct": (ct.DistributedDataParallel, 1, True),
     "torch": (torch.nn.parallel.DistributedDataParallel, 1, True),
+    "ct-view": (functools.partial(ct.DistributedDataParallel, gradient_as_bucket_view=True), 1, True),
     "ct-accum": (ct.DistributedDataParallel, 2, True),
     "ct-accum-plain": (ct.DistributedDataParallel, 2, False),
 }

@@ -23,7 +23,7 @@ from test_ddp import WORLD, free_port, halves_step  # noqa: E402
 def test_layerwise_ddp_steps_on_the_averaged_gradients_as_plain_ddp_does(tmp_path):
     """A layer-wise CompressedAdamW attached to the DDP steps each bucket's parameters in the comm hook's callback,
     on the averaged gradient: the trajectory is plain DDP's bit for bit (compact_torch's DDP and torch's own, whose
-    Ghat the layers average at the end of backward), and so, by test_ddp.py's argument, one process's stepping
+    Ghat the layers average at the end of backward; also with gradient_as_bucket_view=True), and so, by test_ddp.py's argument, one process's stepping
     layer-wise on the ranks' halves with the loss halved (checked here; the concatenated batch differs from that by
     the order of sums over tokens, test_reduced_gradient_equals_concatenated_batch_gradient). With two micro-batches
     per rank (no_sync) it is the plain optimizer's with the same accumulation. The counting hook inside sees the same
@@ -35,7 +35,8 @@ def test_layerwise_ddp_steps_on_the_averaged_gradients_as_plain_ddp_does(tmp_pat
     for rank in range(WORLD):
         runs = {name: torch.load(os.path.join(tmp_path, f"layerwise_{name}{rank}.pt"))
                 for name in worker.LAYERWISE_RUNS}
-        pairs = [("ct", runs["ct-plain"]), ("torch", runs["ct-plain"]), ("ct-accum", runs["ct-accum-plain"])]
+        pairs = [("ct", runs["ct-plain"]), ("torch", runs["ct-plain"]), ("ct-view", runs["ct-plain"]),
+                 ("ct-accum", runs["ct-accum-plain"])]
         for name, want in pairs:
             for (key, a), b in zip(runs[name]["final"].items(), want["final"].values()):
                 assert torch.equal(a, b) if torch.is_tensor(a) else a == b, (name, key)
