@@ -292,3 +292,26 @@ def test_a_param_group_added_later_is_stepped_layerwise_with_its_own_rate():
             opt.zero_grad()
         finals.append([p.detach().clone() for p in (*a.parameters(), *b.parameters())])
     assert all(torch.equal(x, y) for x, y in zip(*finals))
+
+
+@pytest.mark.skipif(not (torch.distributed.is_available() and torch.distributed.is_gloo_available()),
+                    reason="this torch has no gloo backend")
+def test_attach_ddp_refuses_find_unused_parameters_and_a_second_attach(tmp_path):
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'rendezvous'}", rank=0, world_size=1)
+    try:
+        model = torch.nn.Linear(3, 3)
+        opt = ct.CompressedAdamW(model.parameters(), lr=1e-2, layerwise=True)
+        with pytest.raises(ct.CompactError, match="find_unused_parameters=True is not supported"):
+            opt.attach_ddp(torch.nn.parallel.DistributedDataParallel(model, find_unused_parameters=True))
+        ddp = torch.nn.parallel.DistributedDataParallel(model)
+        opt.attach_ddp(ddp)
+        with pytest.raises(ct.CompactError, match="already attached"):
+            opt.attach_ddp(ddp)
+        before = model.weight.detach().clone()
+        ddp(torch.ones(2, 3)).sum().backward()  # one rank: the comm hook steps on its own gradient
+        assert not torch.equal(model.weight, before)
+        del ddp
+    finally:
+        dist.destroy_process_group()
