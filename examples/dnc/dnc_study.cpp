@@ -21,7 +21,6 @@
 ///                                   accuracy against the test-time budget to DIR/pcurve.csv
 ///   dnc_study --help                every flag
 /// examples/dnc/run_study.sh runs the whole study (docs/dnc.md).
-#include "byte_counter.hpp"
 #include "dnc_model.hpp"
 #include "tasks.hpp"
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /// CompressedLinear in libtorch: exact dx/db, stored bytes, and (r = n, orthogonal SRHT P) training equal to full rank.
-#include "compact_torch.hpp"
+#include "../libtorch/compact_linear.hpp"
 
 // libtorch (through glog) defines CHECK; doctest's must win, so it is included after torch and CHECK is undefined.
 #undef CHECK
@@ -9,7 +9,7 @@
 
 #include <cmath>
 
-namespace ct = compact_torch;
+namespace ct = compact_libtorch;
 using compact::index_t;
 
 namespace {
