@@ -291,7 +291,7 @@ class DncImpl : public torch::nn::Module {
   }
 
   /// One controller + memory step; `*y` receives the output y_t when it is not null (the answer phase). Its
-  /// allocations are counted under their ByteSite (byte_counter.hpp): what the controller layers save of their
+  /// allocations are counted under their ByteSite (dnc_layers.hpp): what the controller layers save of their
   /// inputs (the concatenated gates input and h_t, or with CompAct the sketches z), the rest of the controller,
   /// and the memory step.
   State step(const torch::Tensor& x, const State& s, torch::Tensor* y) {
