@@ -17,8 +17,7 @@
 /// sizes) is the narrowest path from memory to output. The memory slot count N is a run-time argument: the
 /// weights do not depend on it, so a trained model can be run with a larger memory (the paper's memory extension).
 
-#include "byte_counter.hpp"
-#include "compact_linear.hpp"
+#include "dnc_layers.hpp"
 #include "dnc_memory.hpp"
 
 #include <torch/torch.h>
@@ -222,7 +221,7 @@ class LayerImpl : public torch::nn::Module {
       options.alpha = config.alpha;
       compact_ = register_module(
           "compact",
-          CompactLinear(weight, rank, compact::Schedule(config.sketch_seed, config.period), stream, options));
+          make_compact_linear(weight, rank, compact::Schedule(config.sketch_seed, config.period), stream, options));
     } else {
       full_ = register_module("full", torch::nn::Linear(weight.size(1), weight.size(0)));
       torch::NoGradGuard no_grad;
@@ -292,7 +291,7 @@ class DncImpl : public torch::nn::Module {
   }
 
   /// One controller + memory step; `*y` receives the output y_t when it is not null (the answer phase). Its
-  /// allocations are counted under their ByteSite (byte_counter.hpp): what the controller layers save of their
+  /// allocations are counted under their ByteSite (dnc_layers.hpp): what the controller layers save of their
   /// inputs (the concatenated gates input and h_t, or with CompAct the sketches z), the rest of the controller,
   /// and the memory step.
   State step(const torch::Tensor& x, const State& s, torch::Tensor* y) {

@@ -5,10 +5,10 @@
 /// (tasks.hpp) with a planning budget p — constant, or linear in the input size as the paper proposes — optionally
 /// with a curriculum of growing sizes, and evaluated on inputs larger than those it was trained on, with the memory
 /// extended in proportion to the input, and at other budgets than it was trained with (the learned time
-/// complexity). Its controller weights are full rank or CompAct layers (compact_linear.hpp), and its memory step is
-/// recorded op by op or checkpointed (recomputed in backward). Training memory is counted exactly
-/// (byte_counter.hpp): the bytes autograd holds after the forward pass, per planning step, per variant, and the
-/// largest planning budget that fits the full-rank model's memory at p = n, with the time each variant takes.
+/// complexity). Its controller weights are full rank or CompAct layers (../libtorch/compact_linear.hpp), and its memory
+/// step is recorded op by op or checkpointed (recomputed in backward). Training memory is counted exactly
+/// (../libtorch/byte_counter.hpp): the bytes autograd holds after the forward pass, per planning step, per variant, and
+/// the largest planning budget that fits the full-rank model's memory at p = n, with the time each variant takes.
 ///
 ///   dnc_study --smoke               seconds, all four tasks: memory accounting is exact and linear in p, CompAct
 ///                                   and checkpointing save exactly the bytes they should, and a few training steps
@@ -21,7 +21,6 @@
 ///                                   accuracy against the test-time budget to DIR/pcurve.csv
 ///   dnc_study --help                every flag
 /// examples/dnc/run_study.sh runs the whole study (docs/dnc.md).
-#include "byte_counter.hpp"
 #include "dnc_model.hpp"
 #include "tasks.hpp"
 

@@ -7,7 +7,7 @@
 /// Input channels end with the phase flags (item/edge/point, query where there is one, answer). Planning steps carry
 /// no input at all, so the only thing that tells the model the answer is due is the answer flag.
 
-#include "compact_linear.hpp"
+#include "dnc_layers.hpp"
 
 #include <torch/torch.h>
 

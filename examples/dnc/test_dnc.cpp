@@ -2,7 +2,6 @@
 /// The DNC study's parts against naive references: memory operations (loops over slots), the CompAct layer's
 /// compressed gradient over time steps (z Pᵀ with P regenerated), a CompAct DNC against a full-rank one with the same
 /// weights, the task generators, and the byte counter.
-#include "byte_counter.hpp"
 #include "dnc_model.hpp"
 #include "tasks.hpp"
 
@@ -265,7 +264,7 @@ TEST_CASE("a CompAct layer applied over T time steps accumulates exactly sum_t d
   torch::manual_seed(5);
   const torch::Tensor w0 = torch::randn({m, n}) / std::sqrt(double(n));
   const compact::Schedule schedule(123, 50);
-  dnc::CompactLinear layer(w0, r, schedule, /*stream=*/7, compact::AdamWOptions{});
+  dnc::CompactLinear layer = dnc::make_compact_linear(w0, r, schedule, /*stream=*/7, compact::AdamWOptions{});
   std::vector<torch::Tensor> xs, dys;
   torch::Tensor x_grad_ok = torch::tensor(true);
   for (index_t t = 0; t < steps; ++t) {
@@ -320,7 +319,7 @@ TEST_CASE("a CompAct DNC computes the full-rank DNC's outputs and its gradients 
     }
     auto& cl = compact_layers[k]->compact_layer();
     compact::RowMatrix<float> p(n, cl->rank());
-    cl->optimizer().projector().materialize(compact::make_view(p.data(), n, cl->rank()));
+    cl->optimizer().materialize(compact::make_view(p.data(), n, cl->rank()));
     const torch::Tensor pt = torch::from_blob(p.data(), {n, cl->rank()}, torch::kFloat).to(torch::kDouble);
     const torch::Tensor g_full = full_layers[k]->weight().grad().to(torch::kDouble);
     const torch::Tensor want = g_full.mm(pt);
@@ -411,7 +410,8 @@ TEST_CASE("the byte counter sees a CompAct layer hold exactly z and its output")
   dnc::install_byte_counter();
   const index_t n = 32, m = 16, r = 8, rows = 10;
   torch::manual_seed(9);
-  dnc::CompactLinear layer(torch::randn({m, n}), r, compact::Schedule(1, 50), 0, compact::AdamWOptions{});
+  dnc::CompactLinear layer =
+      dnc::make_compact_linear(torch::randn({m, n}), r, compact::Schedule(1, 50), 0, compact::AdamWOptions{});
   const torch::Tensor x = torch::randn({rows, n});
   const std::int64_t base = dnc::live_bytes();
   std::int64_t held;

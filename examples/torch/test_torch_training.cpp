@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /// CompressedLinear in libtorch: exact dx/db, stored bytes, and (r = n, orthogonal SRHT P) training equal to full rank.
-#include "compact_torch.hpp"
+#include "../libtorch/compact_linear.hpp"
 
 // libtorch (through glog) defines CHECK; doctest's must win, so it is included after torch and CHECK is undefined.
 #undef CHECK
@@ -9,7 +9,7 @@
 
 #include <cmath>
 
-namespace ct = compact_torch;
+namespace ct = compact_libtorch;
 using compact::index_t;
 
 namespace {
@@ -233,4 +233,61 @@ TEST_CASE("two micro-batches accumulate into one compressed step equal to torch'
   CHECK(max_rel_diff(split->weight(), w_ref.detach()) < 1e-4);
   CHECK(max_rel_diff(split->weight(), whole->weight()) < 1e-5);
   CHECK(max_rel_diff(split->weight(), p.w0) > 1e-2);  // the weights did move
+}
+
+TEST_CASE("CompressedLinear's saved z counts under its sketch_site, and Ĝ = dyᵀ x P is compressed_grad()") {
+  ct::install_byte_counter();
+  const index_t n = 32, m = 16, r = 8, rows = 10;
+  torch::manual_seed(9);
+  const torch::Tensor w = torch::randn({m, n});
+  ct::CompressedConfig config;
+  config.sketch_site = 5;
+  ct::CompressedLinear layer(w, /*with_bias=*/true, r, 3, config);
+  CHECK(layer->sketch_site() == 5);
+  CHECK(layer->rank() == r);
+  const torch::Tensor x = torch::randn({rows, n}), dy = torch::randn({rows, m});
+  const std::int64_t site0 = ct::live_bytes(5), other0 = ct::live_bytes(0);
+  {
+    const torch::Tensor y = layer->forward(x);
+    // z (rows x r) under site 5; y (rows x m) under the caller's site 0.
+    CHECK(ct::live_bytes(5) - site0 == rows * r * static_cast<std::int64_t>(sizeof(float)));
+    CHECK(ct::live_bytes(0) - other0 == rows * m * static_cast<std::int64_t>(sizeof(float)));
+    y.backward(dy);
+  }
+  CHECK(ct::live_bytes(5) == site0);
+  // Ĝ = dyᵀ (x P): P from the optimizer; a float product of n then rows terms, entrywise within
+  // γ_{n + rows} Σ|dy||x||P| (γ_k = k u / (1 - k u), u = 2^-24).
+  compact::RowMatrix<float> p(n, r);
+  layer->optimizer().materialize(compact::make_view(p.data(), n, r));
+  const torch::Tensor pt = torch::from_blob(p.data(), {n, r}, torch::kFloat).to(torch::kDouble);
+  const torch::Tensor xd = x.to(torch::kDouble), dyd = dy.to(torch::kDouble);
+  const torch::Tensor want = dyd.t().mm(xd.mm(pt));
+  const double u = std::ldexp(1.0, -24), k = double(n + rows);
+  const torch::Tensor bound = (k * u / (1 - k * u)) * dyd.abs().t().mm(xd.abs().mm(pt.abs())) + 1e-30;
+  CHECK(((layer->compressed_grad().to(torch::kDouble) - want).abs() / bound).max().item<double>() <= 1.0);
+  // compressed_grad() shares the optimizer's buffer: scaling it scales Ĝ.
+  layer->compressed_grad().mul_(0.0f);
+  CHECK(layer->compressed_grad().abs().max().item<double>() == 0.0);
+}
+
+TEST_CASE("the byte counter and CompressedLinear refuse a site outside [0, kMaxSites) naming it") {
+  ct::install_byte_counter();
+  CHECK_THROWS_WITH_AS(ct::live_bytes(ct::kMaxSites),
+                       doctest::Contains("live_bytes: argument site = 8 must be in [0, 8)"), compact::error);
+  CHECK_THROWS_WITH_AS(ct::live_bytes(-1), doctest::Contains("live_bytes: argument site = -1"), compact::error);
+  CHECK_THROWS_WITH_AS(ct::SiteScope(-2), doctest::Contains("SiteScope: argument site = -2 must be in [0, 8)"),
+                       compact::error);
+  {
+    const ct::SiteScope keep(ct::kCurrentSite);  // kCurrentSite is accepted and changes nothing
+    const std::int64_t before = ct::live_bytes(0);
+    const torch::Tensor t = torch::empty({4});
+    CHECK(ct::live_bytes(0) - before == 16);
+  }
+  ct::CompressedConfig config;
+  config.sketch_site = 9;
+  CHECK_THROWS_WITH_AS(ct::CompressedLinear(torch::randn({4, 6}), false, 2, 0, config),
+                       doctest::Contains("SiteScope: argument site = 9"), compact::error);
+  CHECK_THROWS_WITH_AS(ct::CompressedLinear(torch::randn({4}), false, 2, 0, ct::CompressedConfig{}),
+                       doctest::Contains("CompressedLinear: argument weight must be a 2-D float tensor, got a 1-D"),
+                       compact::error);
 }

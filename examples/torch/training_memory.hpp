@@ -8,7 +8,7 @@
 #include <compact/config.hpp>
 #include <compact/api/checked_size.hpp>
 
-namespace compact_torch {
+namespace compact_libtorch {
 /// The training-memory estimator: what compact_demo checks its byte counts against (docs/training.md). An example
 /// of the library, not part of it: it moved here from include/compact/core/memory.hpp, where no library code used it.
 namespace memory {
@@ -54,22 +54,22 @@ struct MemoryBreakdown {
 
   std::uint64_t total() const {
     constexpr const char* fn = "MemoryBreakdown::total";
-    return compact::detail::checked_add_u64(
-        fn, "activations + gradients + optimizer",
-        compact::detail::checked_add_u64(fn, "activations + gradients", activations, gradients), optimizer);
+    return compact::checked_add_u64(fn, "activations + gradients + optimizer",
+                                    compact::checked_add_u64(fn, "activations + gradients", activations, gradients),
+                                    optimizer);
   }
   MemoryBreakdown& operator+=(const MemoryBreakdown& o) {
     constexpr const char* fn = "MemoryBreakdown::operator+=";
-    const std::uint64_t a = compact::detail::checked_add_u64(fn, "activations", activations, o.activations);
-    const std::uint64_t g = compact::detail::checked_add_u64(fn, "gradients", gradients, o.gradients);
-    optimizer = compact::detail::checked_add_u64(fn, "optimizer", optimizer, o.optimizer);
+    const std::uint64_t a = compact::checked_add_u64(fn, "activations", activations, o.activations);
+    const std::uint64_t g = compact::checked_add_u64(fn, "gradients", gradients, o.gradients);
+    optimizer = compact::checked_add_u64(fn, "optimizer", optimizer, o.optimizer);
     activations = a;
     gradients = g;
     return *this;
   }
 };
 
-namespace detail {
+namespace checks {
 inline void check_memory_options(const char* fn, const MemoryOptions& o) {
   COMPACT_REQUIRE(o.tokens >= 0, fn << ": options.tokens = " << o.tokens << " must be >= 0");
   COMPACT_REQUIRE(o.activation_bytes >= 1,
@@ -80,10 +80,10 @@ inline std::uint64_t u64(index_t v) { return static_cast<std::uint64_t>(v); }
 /// f[0] * f[1] * f[2] * f[3] (each >= 0) in uint64, or compact::error naming `what`.
 inline std::uint64_t checked_product_u64(const char* fn, const char* what, const index_t (&f)[4]) {
   std::uint64_t p = u64(f[0]);
-  for (int t = 1; t < 4; ++t) p = compact::detail::checked_mul_u64(fn, what, p, u64(f[t]));
+  for (int t = 1; t < 4; ++t) p = compact::checked_mul_u64(fn, what, p, u64(f[t]));
   return p;
 }
-}  // namespace detail
+}  // namespace checks
 
 /// Memory of one group of sibling linears:
 ///   activations = tokens·n·a                      (rank 0: x, shared by the siblings)
@@ -95,7 +95,7 @@ inline std::uint64_t checked_product_u64(const char* fn, const char* what, const
 /// sizes (naming the field) and when a product overflows 64 bits (naming the product and its factors).
 inline MemoryBreakdown linear_group_memory(const LinearGroup& g, const MemoryOptions& options) {
   constexpr const char* fn = "linear_group_memory";
-  detail::check_memory_options(fn, options);
+  checks::check_memory_options(fn, options);
   COMPACT_REQUIRE(g.in_features >= 1, fn << ": group.in_features = " << g.in_features << " must be >= 1");
   COMPACT_REQUIRE(g.out_features >= 1, fn << ": group.out_features = " << g.out_features << " must be >= 1");
   COMPACT_REQUIRE(g.siblings >= 1, fn << ": group.siblings = " << g.siblings << " must be >= 1");
@@ -106,14 +106,14 @@ inline MemoryBreakdown linear_group_memory(const LinearGroup& g, const MemoryOpt
   const index_t k = compressed ? g.rank : g.in_features;
   const index_t stored_copies = compressed && options.sharing == SketchSharing::kPerLayer ? g.siblings : 1;
   MemoryBreakdown b;
-  b.activations = detail::checked_product_u64(fn, "activations (copies * tokens * k * activation_bytes)",
+  b.activations = checks::checked_product_u64(fn, "activations (copies * tokens * k * activation_bytes)",
                                               {stored_copies, options.tokens, k, options.activation_bytes});
-  b.gradients = detail::checked_product_u64(fn, "gradients (siblings * out_features * k * state_bytes)",
+  b.gradients = checks::checked_product_u64(fn, "gradients (siblings * out_features * k * state_bytes)",
                                             {g.siblings, g.out_features, k, options.state_bytes});
   const std::uint64_t moments = options.optimizer == OptimizerKind::kAdamW         ? 2
                                 : options.optimizer == OptimizerKind::kSgdMomentum ? 1
                                                                                    : 0;
-  b.optimizer = compact::detail::checked_mul_u64(fn, "optimizer (moments * gradients)", moments, b.gradients);
+  b.optimizer = compact::checked_mul_u64(fn, "optimizer (moments * gradients)", moments, b.gradients);
   return b;
 }
 
@@ -159,4 +159,4 @@ inline std::vector<LinearGroup> decoder_linear_groups(const DecoderShape& s, ind
 }
 
 }  // namespace memory
-}  // namespace compact_torch
+}  // namespace compact_libtorch

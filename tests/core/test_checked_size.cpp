@@ -70,6 +70,23 @@ TEST_CASE("the checked operations name the function, the quantity and its operan
   CHECK(compact::detail::checked_bytes<double>("h", "P", 5) == 40u);
 }
 
+TEST_CASE("the public checked operations (what integrators use) return exact results and name bad operands") {
+  CHECK(compact::checked_mul("f", "x", 6, 7) == 42);
+  CHECK(compact::checked_add("f", "x", kMax - 1, 1) == kMax);
+  CHECK(compact::checked_mul_u64("g", "x", std::uint64_t{1} << 32, (std::uint64_t{1} << 32) - 1) ==
+        kU64Max - (std::uint64_t{1} << 32) + 1);
+  CHECK(compact::checked_add_u64("g", "x", kU64Max - 1, 1) == kU64Max);
+  CHECK_THROWS_WITH_AS(compact::checked_mul("f", "n * r", index_t{1} << 40, index_t{1} << 30),
+                       doctest::Contains("f: n * r = 1099511627776 * 1073741824"), compact::error);
+  CHECK_THROWS_WITH_AS(compact::checked_mul("f", "n * r", -2, 3), doctest::Contains("f: n * r = -2 * 3 is negative"),
+                       compact::error);
+  CHECK_THROWS_WITH_AS(compact::checked_add("f", "span", kMax, 1), doctest::Contains("f: span = "), compact::error);
+  CHECK_THROWS_WITH_AS(compact::checked_mul_u64("g", "bytes", kU64Max, 2),
+                       doctest::Contains("g: bytes = 18446744073709551615 * 2 overflows 64 bits"), compact::error);
+  CHECK_THROWS_WITH_AS(compact::checked_add_u64("g", "total", kU64Max, 1),
+                       doctest::Contains("g: total = 18446744073709551615 + 1 overflows 64 bits"), compact::error);
+}
+
 TEST_CASE("allocating turns std::bad_alloc into compact::error naming what was allocated") {
   CHECK_THROWS_WITH_AS(compact::detail::allocating("f", "the panel", 123, []() -> int { throw std::bad_alloc(); }),
                        doctest::Contains("f: cannot allocate the panel (123 bytes): out of memory"), compact::error);

@@ -103,4 +103,26 @@ auto allocating(const char* fn, const char* what, std::size_t bytes, F&& allocat
 }
 
 }  // namespace detail
+
+/// Overflow-checked size arithmetic for integrators (a binding's or an example's memory estimate, a buffer size from
+/// user input): the library's own checks, public. Each returns the exact result or throws compact::error
+/// "fn: what = a op b ..." naming the caller `fn`, the quantity `what` and both operands.
+
+/// a * b for a, b >= 0 in index_t; throws when an operand is negative or the product overflows.
+inline index_t checked_mul(const char* fn, const char* what, index_t a, index_t b) {
+  return detail::checked_mul(fn, what, a, b);
+}
+/// a + b for a, b >= 0 in index_t; throws when an operand is negative or the sum overflows.
+inline index_t checked_add(const char* fn, const char* what, index_t a, index_t b) {
+  return detail::checked_add(fn, what, a, b);
+}
+/// a * b in uint64; throws when the product does not fit in 64 bits.
+inline std::uint64_t checked_mul_u64(const char* fn, const char* what, std::uint64_t a, std::uint64_t b) {
+  return detail::checked_mul_u64(fn, what, a, b);
+}
+/// a + b in uint64; throws when the sum does not fit in 64 bits.
+inline std::uint64_t checked_add_u64(const char* fn, const char* what, std::uint64_t a, std::uint64_t b) {
+  return detail::checked_add_u64(fn, what, a, b);
+}
+
 }  // namespace compact

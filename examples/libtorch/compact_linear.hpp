@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #pragma once
-/// libtorch glue for CompAct: CompressedLinear (a torch::autograd::Function that saves only z = x P) and its optimizer.
+/// The examples' one libtorch integration of CompAct: CompressedLinear (a torch::autograd::Function that saves only
+/// z = x P) and its optimizer, used by compact_demo (examples/torch) and the DNC study (examples/dnc).
 ///
 /// Forward computes y = x Wᵀ (+ b) exactly and saves only z = sketch(x) (tokens x r). Backward returns the exact
 /// dx = dy W and db = Σ dy, and accumulates the compressed weight gradient Ĝ = dyᵀ z into the layer's m x r
@@ -8,6 +9,14 @@
 /// P. Sibling layers that read the same input (q/k/v; gate/up) are one CompressedLinear whose weight stacks theirs
 /// (out_features = Σ m_k): they share one stream, one P and one stored z; split the output. Since AdamW is
 /// element-wise, one optimizer over the stacked weight equals one per sibling with the same stream.
+///
+/// A recurrent model (the DNC's controller) applies one layer at every time step: each step saves its own z_t, and
+/// since P changes only in step(), every z_t of one optimizer step is sketched by the same P, so Σ_t dy_tᵀ z_t =
+/// (Σ_t dy_tᵀ x_t) P = G P, the compressed gradient of the whole unrolled sequence. compressed_grad() exposes Ĝ
+/// (for global gradient-norm clipping), and CompressedConfig::sketch_site counts the stored z under a site of the
+/// counting allocator (byte_counter.hpp).
+
+#include "byte_counter.hpp"
 
 #include <torch/torch.h>
 
@@ -17,31 +26,12 @@
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <unordered_set>
 #include <utility>
 #include <vector>
 
-namespace compact_torch {
+namespace compact_libtorch {
 
 using compact::index_t;
-
-/// Counts the bytes of tensors saved for linear-layer weight gradients (x for full-rank layers, z for CompAct
-/// layers), once per distinct tensor: autograd stores one x for q, k and v because they hold the same tensor.
-class SavedBytesCounter {
- public:
-  void reset() {
-    seen_.clear();
-    bytes_ = 0;
-  }
-  void add(const torch::Tensor& t) {
-    if (seen_.insert(t.data_ptr()).second) bytes_ += static_cast<std::uint64_t>(t.nbytes());
-  }
-  std::uint64_t bytes() const { return bytes_; }
-
- private:
-  std::unordered_set<const void*> seen_;
-  std::uint64_t bytes_ = 0;
-};
 
 /// Wall time (seconds) of CompAct's parts of training steps, accumulated while phase_times() points to one (step-time
 /// breakdowns, compact_demo --bench-step); nothing is timed while it is null, the default.
@@ -92,9 +82,13 @@ class CompressedOptimizer {
   virtual std::uint64_t step_count() const = 0;
   virtual std::vector<std::uint8_t> save_state() const = 0;
   virtual void load_state(const std::vector<std::uint8_t>& bytes) = 0;
+  /// Ĝ (m x r), the accumulated compressed gradient, as a view of the optimizer's buffer (read it, or scale it).
+  virtual compact::MatrixView<float> grad() = 0;
+  /// Writes P of the coming step (n x r) into p.
+  virtual void materialize(compact::MatrixView<float> p) const = 0;
 };
 
-namespace detail {
+namespace erased {
 
 template <class Opt>
 class CompressedOptimizerImpl final : public CompressedOptimizer {
@@ -115,6 +109,8 @@ class CompressedOptimizerImpl final : public CompressedOptimizer {
   std::uint64_t step_count() const override { return opt_.step_count(); }
   std::vector<std::uint8_t> save_state() const override { return opt_.save_state(); }
   void load_state(const std::vector<std::uint8_t>& bytes) override { opt_.load_state(bytes); }
+  compact::MatrixView<float> grad() override { return opt_.grad(); }
+  void materialize(compact::MatrixView<float> p) const override { opt_.projector().materialize(p); }
 
  private:
   Opt opt_;
@@ -132,7 +128,7 @@ std::unique_ptr<CompressedOptimizer> make_for(OptimizerKind kind, index_t m, ind
                                                                                                    stream, sgd);
 }
 
-}  // namespace detail
+}  // namespace erased
 
 /// Hyperparameters of a compressed layer's optimizer.
 struct CompressedConfig {
@@ -142,6 +138,9 @@ struct CompressedConfig {
   compact::Schedule schedule{0, 50};
   compact::AdamWOptions adamw{};
   compact::SgdOptions sgd{};
+  /// The counting allocator's site (byte_counter.hpp) that the saved z is allocated under; kCurrentSite leaves it
+  /// under the caller's.
+  int sketch_site = kCurrentSite;
 };
 
 /// A compressed optimizer for an m x n weight at rank r on `stream`; compact::error when c.dist names no
@@ -151,7 +150,7 @@ inline std::unique_ptr<CompressedOptimizer> make_compressed_optimizer(const Comp
                                                                       index_t r, std::uint64_t stream) {
   std::unique_ptr<CompressedOptimizer> optimizer;
   compact::visit_distribution(c.dist, [&](auto dist) {
-    optimizer = detail::make_for<decltype(dist)>(c.optimizer, m, n, r, c.schedule, stream, c.adamw, c.sgd);
+    optimizer = erased::make_for<decltype(dist)>(c.optimizer, m, n, r, c.schedule, stream, c.adamw, c.sgd);
   });
   return optimizer;
 }
@@ -165,9 +164,11 @@ class CompressedLinearImpl : public torch::nn::Module {
   /// `weight` is the initial m x n weight (copied); r is the rank; `stream` names the sketch stream.
   CompressedLinearImpl(const torch::Tensor& weight, bool with_bias, index_t r, std::uint64_t stream,
                        const CompressedConfig& config, SavedBytesCounter* counter = nullptr)
-      : counter_(counter) {
+      : counter_(counter), sketch_site_(config.sketch_site) {
     COMPACT_REQUIRE(weight.dim() == 2 && weight.scalar_type() == torch::kFloat,
-                    "CompressedLinear: argument weight must be a 2-D float tensor");
+                    "CompressedLinear: argument weight must be a 2-D float tensor, got a "
+                        << weight.dim() << "-D " << weight.scalar_type() << " tensor");
+    const SiteScope check(sketch_site_);  // refuses a bad config.sketch_site before anything is built
     weight_ = register_buffer("weight", weight.detach().clone().contiguous());
     if (with_bias) bias_ = register_parameter("bias", torch::zeros({weight.size(0)}));
     optimizer_ = make_compressed_optimizer(config, weight.size(0), weight.size(1), r, stream);
@@ -187,8 +188,16 @@ class CompressedLinearImpl : public torch::nn::Module {
   CompressedOptimizer& optimizer() { return *optimizer_; }
   const CompressedOptimizer& optimizer() const { return *optimizer_; }
   SavedBytesCounter* counter() const { return counter_; }
+  int sketch_site() const { return sketch_site_; }
   index_t in_features() const { return weight_.size(1); }
   index_t out_features() const { return weight_.size(0); }
+  index_t rank() const { return optimizer_->rank(); }
+
+  /// Ĝ (out x r) as a tensor sharing the optimizer's buffer: read it, or scale it in place to clip.
+  torch::Tensor compressed_grad() {
+    const compact::MatrixView<float> g = optimizer_->grad();
+    return torch::from_blob(g.data, {g.rows, g.cols}, {g.row_stride, 1}, torch::kFloat);
+  }
 
  private:
   torch::Tensor weight_;
@@ -196,6 +205,7 @@ class CompressedLinearImpl : public torch::nn::Module {
   torch::Tensor anchor_ = torch::empty({0}).requires_grad_(true);
   std::unique_ptr<CompressedOptimizer> optimizer_;
   SavedBytesCounter* counter_;
+  int sketch_site_;
 };
 TORCH_MODULE(CompressedLinear);
 
@@ -210,7 +220,11 @@ struct CompressedLinearFunction : public torch::autograd::Function<CompressedLin
     const index_t n = layer->in_features(), m = layer->out_features();
     COMPACT_REQUIRE(x.size(-1) == n, "CompressedLinear: input has " << x.size(-1) << " features, expected " << n);
     const torch::Tensor x2 = x.reshape({-1, n}).to(torch::kFloat).contiguous();
-    torch::Tensor z = torch::empty({x2.size(0), layer->optimizer().rank()}, x2.options());
+    torch::Tensor z;
+    {
+      const SiteScope site(layer->sketch_site());  // what this layer saves of its input
+      z = torch::empty({x2.size(0), layer->optimizer().rank()}, x2.options());
+    }
     {
       const PhaseScope timed(&PhaseTimes::sketch);
       layer->optimizer().sketch(x2.data_ptr<float>(), x2.size(0), z.data_ptr<float>());
@@ -264,4 +278,4 @@ inline void set_compressed_lr(torch::nn::Module& module, double lr) {
   }
 }
 
-}  // namespace compact_torch
+}  // namespace compact_libtorch
