@@ -20,10 +20,14 @@ Methods (``--method``; ``--list`` prints them with what each installs):
                   autograd saves through compact's 8-bit codec, the attention's tensors included (the default)
   compact-all-exact  compact-all with attention="exact" (nothing saved inside attention modules compressed)
   compact-all-ckpt  compact-all + gradient checkpointing
+  compact-all-8bit  compact-all + CompressedAdamW(moments="8bit", full_rank_moments="8bit"): 8-bit moments for the
+                  compressed layers' m x r moments and every other parameter of >= 4096 values
+  compact-all-8bit-ckpt  compact-all-8bit + gradient checkpointing
   lora            PEFT LoRA, rank 16 on q, k, v, o, gate, up and down, torch's AdamW on the adapters (fine-tuning)
   lora-velora     LoRA + PEFT's VeLoRA (VeloraConfig() defaults: A's input stored compressed)
   lora-compact    LoRA + compress(peft_model): each adapter's A stores a sketch of its input, CompressedAdamW
   lora-compact-all  LoRA + compress(peft_model, saved="all")
+  lora-compact-8bit  lora-compact with CompressedAdamW's 8-bit moments
 Models (``--model``): ``llama``, a stock transformers LlamaForCausalLM (hidden 512, intermediate 1376, 8 layers,
 8 heads, vocabulary 32000, untied head, SDPA attention, fp32), random token ids; ``roberta``, RoBERTa-base
 fine-tuning (RobertaForSequenceClassification, roberta-base's shape, 2 labels, SDPA attention). Nothing is
@@ -64,7 +68,8 @@ METHODS = {
     "apollo-mini": ("apollo-torch",), "flora": ("flora-opt",), "adamw8bit": ("torchao",),
     "adamw8bit-bnb": ("bitsandbytes",), "cce": ("cut-cross-entropy",), "liger": ("liger-kernel",), "compact": (),
     "compact-ckpt": (), "compact-all": (), "compact-all-exact": (), "compact-all-ckpt": (),
-    "lora": ("peft",), "lora-velora": ("peft",), "lora-compact": ("peft",), "lora-compact-all": ("peft",),
+    "compact-all-8bit": (), "compact-all-8bit-ckpt": (), "lora": ("peft",), "lora-velora": ("peft",), "lora-compact": ("peft",), "lora-compact-all": ("peft",),
+    "lora-compact-8bit": ("peft",),
 }
 LORA_RANK = 16
 LLAMA = dict(hidden_size=512, intermediate_size=1376, num_hidden_layers=8, num_attention_heads=8, vocab_size=32000)
@@ -187,6 +192,11 @@ def setup(method, model, lr):
     return (opt[0], opt[1]) if isinstance(opt, tuple) else (model, opt)
 
 
+def moments_of(method):
+    """CompressedAdamW's moment arguments of a compact method: 8-bit everywhere for the -8bit methods."""
+    return dict(moments="8bit", full_rank_moments="8bit") if "-8bit" in method else {}
+
+
 def _setup(method, model, lr):
     import torch
 
@@ -202,7 +212,7 @@ def _setup(method, model, lr):
             import compact_torch as ct
 
             ct.compress(model, rank=0.25, dist="srht", period=200, **({"saved": "all"} if "all" in method else {}))
-            return model, ct.CompressedAdamW(model.parameters(), lr=lr, weight_decay=0.0)
+            return model, ct.CompressedAdamW(model.parameters(), lr=lr, weight_decay=0.0, **moments_of(method))
         return model, torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr, weight_decay=0.0)
     if method.endswith("ckpt"):
         enable_checkpointing(model)
@@ -214,7 +224,7 @@ def _setup(method, model, lr):
         pieces = dict(saved="all", attention="exact" if method.endswith("exact") else "compressed") \
             if "-all" in method else {}
         ct.compress(model, rank=0.25, dist="srht", period=200, **pieces)
-        return ct.CompressedAdamW(model.parameters(), lr=lr, weight_decay=0.0)
+        return ct.CompressedAdamW(model.parameters(), lr=lr, weight_decay=0.0, **moments_of(method))
     if method == "galore":
         from galore_torch import GaLoreAdamW
 
