@@ -10,7 +10,9 @@
 
 #include "core/moment8_golden.hpp"
 #include "cpu/kernel_cases.hpp"
+#include "cpu/moment8_cases.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -174,4 +176,81 @@ TEST_CASE("golden values: the reference step has the bits the pytest reference c
     CHECK(compact_test::fnv1a(vs) == gc.v_scales_hash);
     CHECK(compact_test::fnv1a(gc.dense ? param : out) == gc.result_hash);
   }
+}
+
+namespace {
+
+/// The GPU kernel body (kernels/moment8.hpp) on the host: HostBlock loops over a grid of at most max_blocks blocks
+/// (grid-stride), threads forward or backward (a missing barrier would show).
+template <class P, class PFloat, class FromFloat>
+void kernel_body_step(index_t max_blocks, bool reverse, const compact::Adamw8Consts& c, const float* g, index_t n,
+                      std::int8_t* mq, float* ms, std::uint8_t* vq, float* vs, P* param, float* out, PFloat p_float,
+                      FromFloat from_float) {
+  compact::detail::Launch1d l = compact::detail::adamw8_launch(n);
+  l.blocks = std::min(l.blocks, max_blocks);
+  compact::detail::host_launch_blocks(
+      l, compact::detail::moment8_shared_bytes(l.threads),
+      [&](compact::detail::HostBlock& b) {
+        compact::detail::adamw8_blocks(b, c, g, n, mq, ms, vq, vs, param, out, compact::detail::Moment8SameFloat{},
+                                       p_float, from_float);
+      },
+      reverse);
+}
+
+struct Bf16Round {
+  std::uint16_t operator()(float x) const { return compact::bf16_bits_from_fp32(x); }
+};
+struct Bf16Float {
+  float operator()(std::uint16_t b) const { return compact::fp32_from_bf16_bits(b); }
+};
+
+}  // namespace
+
+TEST_CASE("the GPU kernel body, run by host loops, has the reference's bits (grid-stride, reversed threads)") {
+  for (const index_t n : {index_t{1}, index_t{257}, index_t{12 * 256 + 5}}) {
+    for (const bool dense : {false, true}) {
+      const auto want = compact_test::moment8_run(n, dense, 3, 9, compact_test::moment8_reference_step);
+      for (const index_t max_blocks : {index_t{2}, index_t{1000}}) {
+        for (const bool reverse : {false, true}) {
+          CAPTURE(n);
+          CAPTURE(dense);
+          CAPTURE(max_blocks);
+          CAPTURE(reverse);
+          const auto got = compact_test::moment8_run(
+              n, dense, 3, 9,
+              [&](const compact::Adamw8Consts& c, const float* g, index_t m, std::int8_t* mq, float* ms,
+                  std::uint8_t* vq, float* vs, float* param, float* out) {
+                kernel_body_step(max_blocks, reverse, c, g, m, mq, ms, vq, vs, param, out,
+                                 compact::detail::Moment8SameFloat{}, compact::detail::Moment8SameFloat{});
+              });
+          CHECK(compact_test::same_run(got, want));
+        }
+      }
+    }
+  }
+  // A bf16 parameter: the decayed and the updated value each rounded to bf16, as the CPU's 16-bit overload does.
+  const index_t n = 700;
+  const std::vector<float> g = compact_test::moment8_case_grads(n, 1, 3);
+  std::vector<std::uint16_t> p_cpu(n), g16(n);
+  for (index_t i = 0; i < n; ++i) {
+    g16[i] = compact::bf16_bits_from_fp32(g[i]);
+    p_cpu[i] = compact::bf16_bits_from_fp32(std::sin(float(i)));
+  }
+  std::vector<float> gf(n);
+  for (index_t i = 0; i < n; ++i) gf[i] = compact::fp32_from_bf16_bits(g16[i]);
+  std::vector<std::uint16_t> p_gpu = p_cpu;
+  std::vector<std::int8_t> mq1(n, 0), mq2(n, 0);
+  std::vector<std::uint8_t> vq1(n, 0), vq2(n, 0);
+  std::vector<float> ms1(3, 0.0f), ms2(3, 0.0f), vs1(3, 0.0f), vs2(3, 0.0f);
+  for (int t = 1; t <= 3; ++t) {
+    const compact::Adamw8Consts c = compact::adamw8_consts(1e-2, 0.9, 0.999, 1e-8, 0.1, t);
+    compact::adamw8_step(compact::Cpu{}, c, compact::Half16::kBf16, g16.data(), n, mq1.data(), ms1.data(), vq1.data(),
+                         vs1.data(), p_cpu.data());
+    kernel_body_step(1000, false, c, gf.data(), n, mq2.data(), ms2.data(), vq2.data(), vs2.data(), p_gpu.data(),
+                     static_cast<float*>(nullptr), Bf16Float{}, Bf16Round{});
+  }
+  CHECK(compact_test::same_bits(p_cpu, p_gpu));
+  CHECK(compact_test::same_bits(mq1, mq2));
+  CHECK(compact_test::same_bits(vq1, vq2));
+  CHECK(compact_test::same_bits(ms1, ms2));
 }

@@ -211,6 +211,31 @@ inline F32 load_i8(const std::int8_t* p) {
   return _mm512_sub_ps(_mm512_castsi512_ps(biased), _mm512_set1_ps(12583040.0f));
 }
 
+/// kLanes int8 (sign-extended) or uint8 (zero-extended) at p (any alignment) as 32-bit lanes (the moment8 codes).
+inline U32 load_i8_lanes(const std::int8_t* p) {
+  return _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+inline U32 load_u8_lanes(const std::uint8_t* p) {
+  return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+/// Stores kLanes lanes holding values in [0, 255] as bytes at p (any alignment; vpmovusdb).
+inline void store_u8(std::uint8_t* p, U32 v) {
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm512_cvtusepi32_epi8(v.raw));
+}
+/// Lane-wise m ? yes : no on 32-bit integer lanes.
+inline U32 select_u32(M32 m, U32 yes, U32 no) { return _mm512_mask_blend_epi32(m.raw, no.raw, yes.raw); }
+/// a itself, as an opaque value: a product passed through it is rounded before any following sum (g++ contracts
+/// a * b + c into an fma in an FMA target region under -ffp-contract=fast, its default for C++; the moment8 step's
+/// products must not be). The SIMDe build (no target region, no FMA) has nothing to contract.
+inline F32 rounded(F32 a) {
+#if defined(COMPACT_DETAIL_AVX512_EMULATED)
+  return a;
+#else
+  __asm__("" : "+v"(a.raw));
+  return a;
+#endif
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // FWHT registers (cpu/fwht_passes.inl): 16 floats or 8 doubles. A stage s < kLogLanes acts inside a register,
 // v <- (v xor signmask_s) + swap_s(v): lane i gets x[i] + x[i ^ h] where bit s of i is clear and x[i ^ h] - x[i] where

@@ -47,6 +47,12 @@ struct Moment8FromFp16 {
 /// given instruction set (which must be supported): the bits of adamw8_scalar on every one.
 inline void adamw8_range_with(CpuIsa isa, const Adamw8Consts& c, const float* g, index_t n, std::int8_t* mq,
                               float* ms, std::uint8_t* vq, float* vs, float* param, float* out) {
+#if COMPACT_DETAIL_AVX512_COMPILED
+  if (isa == CpuIsa::kAvx512) return avx512::adamw8_range(c, g, n, mq, ms, vq, vs, param, out);
+#endif
+#if COMPACT_DETAIL_HAS_X86_PATHS
+  if (isa == CpuIsa::kAvx2) return avx2::adamw8_range(c, g, n, mq, ms, vq, vs, param, out);
+#endif
   (void)isa;
   adamw8_scalar(c, g, n, mq, ms, vq, vs, param, out, Moment8SameFloat{}, Moment8SameFloat{}, Moment8SameFloat{});
 }
