@@ -221,3 +221,20 @@ def test_a_checkpoint_of_the_other_moment_kind_is_refused():
     train(model, opt8, range(1))
     with pytest.raises(CompactError, match=r"the checkpoint has 8-bit moments for parameter 2 \(shape \(128, 48\)\), but this optimizer keeps fp32 moments"):
         make_opt(model, "fp32").load_state_dict(opt8.state_dict())
+
+
+@pytest.mark.skipif(not ct._ext.HAS_FAKE_KERNELS, reason="torch.compile of compact's ops needs torch >= 2.1")
+def test_torch_compile_traces_the_op_with_its_fake_kernel():
+    n = 1000
+
+    def f(g, mq, ms, vq, vs, out):
+        torch.ops.compact.adamw8_step(g * 2, mq, ms, vq, vs, None, out, 1e-3, 0.9, 0.999, 1e-8, 0.0, 1)
+        return out + 1
+
+    g = torch.randn(n)
+    eager, compiled = states(n) + (torch.empty(n),), states(n) + (torch.empty(n),)
+    want = f(g, *eager)
+    got = torch.compile(f, fullgraph=True, backend="aot_eager")(g, *compiled)
+    assert torch.equal(got, want)
+    for a, b in zip(compiled, eager):
+        assert torch.equal(a, b)  # the in-place updates of the state happened in the compiled graph too
