@@ -42,8 +42,18 @@ inline std::vector<Moment8GoldenCase> moment8_golden_cases() {
     gd[i] = moment8_golden_uniform(i) / 100.0f;
     pd[i] = moment8_golden_uniform(1000 + i);
   }
-  return {{"N", gn, {}, false, 3, 1e-3, 0.0, 0xa7f03a1c6dd1846bull, 0xb735d877519e3bd4ull, 0x8e08bc8177a18781ull,
-           0xa4d0f79f78443a79ull, 0xf3e38e9fba83a820ull},
+  return {{"N",
+           gn,
+           {},
+           false,
+           3,
+           1e-3,
+           0.0,
+           0xa7f03a1c6dd1846bull,
+           0xb735d877519e3bd4ull,
+           0x8e08bc8177a18781ull,
+           0xa4d0f79f78443a79ull,
+           0xf3e38e9fba83a820ull},
           {"D", gd, pd, true, 3, 1e-2, 0.1, 0x702ed9a1fd8ded54ull, 0x5cf3a9cfa3966905ull, 0x86e8cfaba625628full,
            0x9a435a03dc7921f8ull, 0x77e867ffdd99f2f0ull}};
 }

@@ -126,7 +126,7 @@ TEST_CASE("the relative error of a decoded value is at most 2^-4 of it above the
     for (int j = 0; j < 2000; ++j) {
       const float x = s * std::ldexp(1.0f + float(j) / 2000.0f, -1 - j % (bias - 2));
       const float d = bias == compact::kMoment8BiasM ? compact::moment8_decode_m(compact::moment8_encode_m(x, s), s)
-                                                    : compact::moment8_decode_v(compact::moment8_encode_v(x, s), s);
+                                                     : compact::moment8_decode_v(compact::moment8_encode_v(x, s), s);
       CHECK(std::fabs(double(d) - double(x)) <= double(x) * (0.0625 + 0x1p-22));
     }
   }

@@ -86,8 +86,7 @@ Moment8Run moment8_run(index_t n, bool dense, int steps, std::uint32_t seed, Ste
 /// are the hardware's and the compiler's: which operand of a commutative operation comes first).
 inline bool same_run(const Moment8Run& a, const Moment8Run& b) {
   const auto eq = [](const auto& x, const auto& y) {
-    return x.size() == y.size() &&
-           (x.empty() || std::memcmp(x.data(), y.data(), x.size() * sizeof(x[0])) == 0);
+    return x.size() == y.size() && (x.empty() || std::memcmp(x.data(), y.data(), x.size() * sizeof(x[0])) == 0);
   };
   const auto eq_float = [](const std::vector<float>& x, const std::vector<float>& y) {
     if (x.size() != y.size()) return false;

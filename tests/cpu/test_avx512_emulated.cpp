@@ -104,7 +104,8 @@ TEST_CASE("the emulated AVX-512 8-bit AdamW step has the bits of the reference")
       CAPTURE(n);
       CAPTURE(dense);
       const auto want = compact_test::moment8_run(n, dense, 4, 11, compact_test::moment8_reference_step);
-      const auto got = compact_test::moment8_run(n, dense, 4, 11, [](auto&&... args) { emulated::adamw8_range(args...); });
+      const auto got =
+          compact_test::moment8_run(n, dense, 4, 11, [](auto&&... args) { emulated::adamw8_range(args...); });
       CHECK(compact_test::same_run(got, want));
     }
   }

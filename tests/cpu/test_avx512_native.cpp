@@ -59,9 +59,8 @@ TEST_CASE("the AVX-512 8-bit AdamW step has the bits of the reference") {
       CAPTURE(n);
       CAPTURE(dense);
       const auto want = compact_test::moment8_run(n, dense, 4, 11, compact_test::moment8_reference_step);
-      const auto got = compact_test::moment8_run(n, dense, 4, 11, [](auto&&... args) {
-        compact::detail::adamw8_range_with(CpuIsa::kAvx512, args...);
-      });
+      const auto got = compact_test::moment8_run(
+          n, dense, 4, 11, [](auto&&... args) { compact::detail::adamw8_range_with(CpuIsa::kAvx512, args...); });
       CHECK(compact_test::same_run(got, want));
     }
   }

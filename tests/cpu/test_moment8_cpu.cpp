@@ -53,12 +53,12 @@ TEST_CASE("every instruction set this CPU runs steps with the reference's bits (
         CAPTURE(n);
         CAPTURE(dense);
         const auto want = compact_test::moment8_run(n, dense, 4, 11, compact_test::moment8_reference_step);
-        const auto got = compact_test::moment8_run(
-            n, dense, 4, 11,
-            [isa](const compact::Adamw8Consts& c, const float* g, index_t m, std::int8_t* mq, float* ms,
-                  std::uint8_t* vq, float* vs, float* param, float* out) {
-              compact::detail::adamw8_range_with(isa, c, g, m, mq, ms, vq, vs, param, out);
-            });
+        const auto got =
+            compact_test::moment8_run(n, dense, 4, 11,
+                                      [isa](const compact::Adamw8Consts& c, const float* g, index_t m, std::int8_t* mq,
+                                            float* ms, std::uint8_t* vq, float* vs, float* param, float* out) {
+                                        compact::detail::adamw8_range_with(isa, c, g, m, mq, ms, vq, vs, param, out);
+                                      });
         CHECK(compact_test::same_run(got, want));
       }
     }
@@ -78,12 +78,12 @@ TEST_CASE("adamw8_step has the reference's bits for every thread count and ISA c
           CAPTURE(compact::cpu_isa_name(cap));
           CAPTURE(threads);
           with_threads(threads, [&] {
-            const auto got = compact_test::moment8_run(
-                n, dense, 3, 5,
-                [](const compact::Adamw8Consts& c, const float* g, index_t m, std::int8_t* mq, float* ms,
-                   std::uint8_t* vq, float* vs, float* param, float* out) {
-                  compact::adamw8_step(compact::Cpu{}, c, g, m, mq, ms, vq, vs, param, out);
-                });
+            const auto got =
+                compact_test::moment8_run(n, dense, 3, 5,
+                                          [](const compact::Adamw8Consts& c, const float* g, index_t m, std::int8_t* mq,
+                                             float* ms, std::uint8_t* vq, float* vs, float* param, float* out) {
+                                            compact::adamw8_step(compact::Cpu{}, c, g, m, mq, ms, vq, vs, param, out);
+                                          });
             CHECK(compact_test::same_run(got, want));
           });
         }
@@ -167,12 +167,12 @@ TEST_CASE("bad arguments are refused with the argument's name and value, before 
             "adamw8_step: bias corrections bc1 = 0"));
   std::vector<std::uint16_t> g16(300, 0x3F80), p16(300, 0x3F80);
   CHECK(has(error_of([&] {
-              compact::adamw8_step(cpu, c, compact::Half16::kBf16, g16.data(), 300, mq.data(), ms.data(),
-                                   vq.data(), vs.data(), nullptr);
+              compact::adamw8_step(cpu, c, compact::Half16::kBf16, g16.data(), 300, mq.data(), ms.data(), vq.data(),
+                                   vs.data(), nullptr);
             }),
             "adamw8_step: exactly one of the arguments param and out must be given (param null, out null)"));
-  CHECK(has(error_of([] { compact::moment8_scale_count(-2); }),
-            "moment8_scale_count: argument count = -2 must be >= 0"));
+  CHECK(
+      has(error_of([] { compact::moment8_scale_count(-2); }), "moment8_scale_count: argument count = -2 must be >= 0"));
   for (const auto v : mq) CHECK(v == 5);
   for (const auto v : vq) CHECK(v == 5);
   for (const float v : ms) CHECK(v == -7.0f);

@@ -1322,7 +1322,8 @@ namespace {
 /// CPU's adamw8_step on the same values: dense (a parameter of type T) or N (fp32).
 template <class T>
 void check_adamw8_against_cpu(index_t count, bool dense, int steps) {
-  const std::size_t n = static_cast<std::size_t>(count), nb = static_cast<std::size_t>(compact::moment8_scale_count(count));
+  const std::size_t n = static_cast<std::size_t>(count),
+                    nb = static_cast<std::size_t>(compact::moment8_scale_count(count));
   std::vector<std::int8_t> mq_cpu(n, 0);
   std::vector<std::uint8_t> vq_cpu(n, 0);
   std::vector<float> ms_cpu(nb, 0.0f), vs_cpu(nb, 0.0f), out_cpu(n, 0.0f);
@@ -1347,8 +1348,9 @@ void check_adamw8_against_cpu(index_t count, bool dense, int steps) {
     if (dense && !std::is_same_v<T, float>) {
       std::vector<std::uint16_t> p16(n);
       for (std::size_t i = 0; i < n; ++i) p16[i] = static_cast<std::uint16_t>(bits(p_cpu[i]));
-      compact::adamw8_step(compact::Cpu{}, c, std::is_same_v<T, __half> ? compact::Half16::kFp16 : compact::Half16::kBf16,
-                           g16.data(), count, mq_cpu.data(), ms_cpu.data(), vq_cpu.data(), vs_cpu.data(), p16.data());
+      compact::adamw8_step(compact::Cpu{}, c,
+                           std::is_same_v<T, __half> ? compact::Half16::kFp16 : compact::Half16::kBf16, g16.data(),
+                           count, mq_cpu.data(), ms_cpu.data(), vq_cpu.data(), vs_cpu.data(), p16.data());
       for (std::size_t i = 0; i < n; ++i) {
         p_cpu[i] = std::is_same_v<T, __half> ? Traits<T>::from_float(compact::fp32_from_fp16_bits(p16[i]))
                                              : Traits<T>::from_float(compact::fp32_from_bf16_bits(p16[i]));
@@ -1365,12 +1367,11 @@ void check_adamw8_against_cpu(index_t count, bool dense, int steps) {
     }
     const thrust::device_vector<T> g = upload(g_host);
     gpu().sync();
-    compact::adamw8_step(gpu().backend, c, thrust::raw_pointer_cast(g.data()), count,
-                         thrust::raw_pointer_cast(mq.data()), thrust::raw_pointer_cast(ms.data()),
-                         thrust::raw_pointer_cast(vq.data()), thrust::raw_pointer_cast(vs.data()),
-                         dense ? thrust::raw_pointer_cast(p.data()) : static_cast<T*>(nullptr),
-                         dense ? static_cast<float*>(nullptr) : thrust::raw_pointer_cast(out.data()),
-                         gpu().backend.stream);
+    compact::adamw8_step(
+        gpu().backend, c, thrust::raw_pointer_cast(g.data()), count, thrust::raw_pointer_cast(mq.data()),
+        thrust::raw_pointer_cast(ms.data()), thrust::raw_pointer_cast(vq.data()), thrust::raw_pointer_cast(vs.data()),
+        dense ? thrust::raw_pointer_cast(p.data()) : static_cast<T*>(nullptr),
+        dense ? static_cast<float*>(nullptr) : thrust::raw_pointer_cast(out.data()), gpu().backend.stream);
     gpu().sync();
   }
   const std::vector<std::int8_t> hmq = download(mq);

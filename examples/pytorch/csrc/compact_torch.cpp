@@ -616,16 +616,15 @@ void adamw8_step(const torch::Tensor& grad, const torch::Tensor& m_q, const torc
                                                             "given (param "
                                                          << (param.defined() ? "given" : "None") << ", out "
                                                          << (out.defined() ? "given" : "None") << ")");
-    const std::pair<const char*, const torch::Tensor*> all[] = {{"grad", &grad},         {"m_q", &m_q},
-                                                                {"m_scales", &m_scales}, {"v_q", &v_q},
-                                                                {"v_scales", &v_scales}, {"param", &param},
-                                                                {"out", &out}};
+    const std::pair<const char*, const torch::Tensor*> all[] = {
+        {"grad", &grad},   {"m_q", &m_q}, {"m_scales", &m_scales}, {"v_q", &v_q}, {"v_scales", &v_scales},
+        {"param", &param}, {"out", &out}};
     for (const auto& [name, t] : all) {
       if (!t->defined()) continue;
       COMPACT_REQUIRE(t->device() == grad.device(), fn << ": argument " << name << " is on " << t->device()
                                                        << " but argument grad is on " << grad.device());
-      COMPACT_REQUIRE(t->is_contiguous(), fn << ": argument " << name << " must be contiguous (strides "
-                                             << t->strides() << " for shape " << t->sizes() << ")");
+      COMPACT_REQUIRE(t->is_contiguous(), fn << ": argument " << name << " must be contiguous (strides " << t->strides()
+                                             << " for shape " << t->sizes() << ")");
       check_backend(fn, name, *t);
     }
     const auto gt = grad.scalar_type();
@@ -638,9 +637,9 @@ void adamw8_step(const torch::Tensor& grad, const torch::Tensor& m_q, const torc
     COMPACT_REQUIRE(v_scales.scalar_type() == torch::kFloat,
                     fn << ": argument v_scales must be float32, got " << dtype_name(v_scales));
     const std::int64_t count = grad.numel(), blocks = compact::moment8_scale_count(count);
-    COMPACT_REQUIRE(m_q.numel() == count && v_q.numel() == count,
-                    fn << ": arguments m_q and v_q must have grad's " << count << " values, got " << m_q.numel()
-                       << " and " << v_q.numel());
+    COMPACT_REQUIRE(m_q.numel() == count && v_q.numel() == count, fn << ": arguments m_q and v_q must have grad's "
+                                                                     << count << " values, got " << m_q.numel()
+                                                                     << " and " << v_q.numel());
     COMPACT_REQUIRE(m_scales.numel() == blocks && v_scales.numel() == blocks,
                     fn << ": arguments m_scales and v_scales must have ceil(" << count << " / 256) = " << blocks
                        << " values, got " << m_scales.numel() << " and " << v_scales.numel());
@@ -663,8 +662,8 @@ void adamw8_step(const torch::Tensor& grad, const torch::Tensor& m_q, const torc
       const c10::cuda::CUDAGuard guard(grad.device());
       const torch::Tensor g = (out.defined() && gt != torch::kFloat) ? grad.to(torch::kFloat) : grad;
       cuda::adamw8_step(cuda_dtype(g.scalar_type()), lr, b1, b2, eps, weight_decay, step, g.data_ptr(), count,
-                        m_q.data_ptr(), m_scales.data_ptr(), v_q.data_ptr(), v_scales.data_ptr(), param_ptr,
-                        out_ptr, cuda_context());
+                        m_q.data_ptr(), m_scales.data_ptr(), v_q.data_ptr(), v_scales.data_ptr(), param_ptr, out_ptr,
+                        cuda_context());
 #endif
     } else if (gt == torch::kFloat || out.defined()) {
       const torch::Tensor g = gt == torch::kFloat ? grad : grad.to(torch::kFloat);
@@ -751,9 +750,10 @@ TORCH_LIBRARY(compact, m) {
   m.def("compressed_grad_(Tensor(a!) g, Tensor dy, Tensor z, float beta) -> ()");
   m.def("sr8_encode(Tensor x, int seed, int stream, int window) -> (Tensor, Tensor)");
   m.def("sr8_decode(Tensor q, Tensor scales, ScalarType? dtype=None) -> Tensor");
-  m.def("adamw8_step(Tensor grad, Tensor(a!) m_q, Tensor(b!) m_scales, Tensor(c!) v_q, Tensor(d!) v_scales, "
-        "Tensor(e!)? param, Tensor(f!)? out, float lr, float b1, float b2, float eps, float weight_decay, int step) "
-        "-> ()");
+  m.def(
+      "adamw8_step(Tensor grad, Tensor(a!) m_q, Tensor(b!) m_scales, Tensor(c!) v_q, Tensor(d!) v_scales, "
+      "Tensor(e!)? param, Tensor(f!)? out, float lr, float b1, float b2, float eps, float weight_decay, int step) "
+      "-> ()");
 }
 
 TORCH_LIBRARY_IMPL(compact, CPU, m) { compact_torch::impl_kernels(m); }

@@ -276,11 +276,10 @@ void adamw8_step(Dtype dtype, double lr, double b1, double b2, double eps, doubl
   const compact::Adamw8Consts c = compact::adamw8_consts(lr, b1, b2, eps, weight_decay, step);
   dispatch(0, dtype, [&](auto, auto scalar_tag) {
     using Scalar = decltype(scalar_tag);
-    compact::adamw8_step<Scalar>(backend_of(ctx), c, static_cast<const Scalar*>(grad), count,
-                                 static_cast<std::int8_t*>(m_q), static_cast<float*>(m_scales),
-                                 static_cast<std::uint8_t*>(v_q), static_cast<float*>(v_scales),
-                                 static_cast<Scalar*>(param), static_cast<float*>(out),
-                                 static_cast<cudaStream_t>(ctx.stream));
+    compact::adamw8_step<Scalar>(
+        backend_of(ctx), c, static_cast<const Scalar*>(grad), count, static_cast<std::int8_t*>(m_q),
+        static_cast<float*>(m_scales), static_cast<std::uint8_t*>(v_q), static_cast<float*>(v_scales),
+        static_cast<Scalar*>(param), static_cast<float*>(out), static_cast<cudaStream_t>(ctx.stream));
     return 0;
   });
 }

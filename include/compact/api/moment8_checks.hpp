@@ -23,7 +23,8 @@ void check_adamw8_args(const char* fn, const Adamw8Consts& c, const G* grad, ind
   COMPACT_REQUIRE(count >= 0, fn << ": argument count = " << count << " must be >= 0");
   COMPACT_REQUIRE(count == 0 || (param == nullptr) != (out == nullptr),
                   fn << ": exactly one of the arguments param and out must be given (param "
-                     << (param == nullptr ? "null" : "given") << ", out " << (out == nullptr ? "null" : "given") << ")");
+                     << (param == nullptr ? "null" : "given") << ", out " << (out == nullptr ? "null" : "given")
+                     << ")");
   check_sr8_pointer(fn, "grad", grad, count);
   check_sr8_pointer(fn, "m_q", m_q, count);
   check_sr8_pointer(fn, "m_scales", m_scales, count);
@@ -36,7 +37,7 @@ void check_adamw8_args(const char* fn, const Adamw8Consts& c, const G* grad, ind
                                                       << " must be finite (lr, betas, eps, weight_decay, step)");
   }
   COMPACT_REQUIRE(c.bc1 > 0.0f && c.bc2 > 0.0f, fn << ": bias corrections bc1 = " << c.bc1 << ", bc2 = " << c.bc2
-                                                    << " must be > 0 (step >= 1, betas in [0, 1))");
+                                                   << " must be > 0 (step >= 1, betas in [0, 1))");
   const index_t blocks = moment8_scale_count(count);
   const auto g = flat_view(grad, count);
   const auto mq = flat_view(m_q, count);

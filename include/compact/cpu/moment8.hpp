@@ -45,8 +45,8 @@ struct Moment8FromFp16 {
 
 /// The step of n values (the first of a block at index 0) with fp32 gradient and fp32 parameter (or out) with the
 /// given instruction set (which must be supported): the bits of adamw8_scalar on every one.
-inline void adamw8_range_with(CpuIsa isa, const Adamw8Consts& c, const float* g, index_t n, std::int8_t* mq,
-                              float* ms, std::uint8_t* vq, float* vs, float* param, float* out) {
+inline void adamw8_range_with(CpuIsa isa, const Adamw8Consts& c, const float* g, index_t n, std::int8_t* mq, float* ms,
+                              std::uint8_t* vq, float* vs, float* param, float* out) {
 #if COMPACT_DETAIL_AVX512_COMPILED
   if (isa == CpuIsa::kAvx512) return avx512::adamw8_range(c, g, n, mq, ms, vq, vs, param, out);
 #endif

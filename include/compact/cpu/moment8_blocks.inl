@@ -71,8 +71,8 @@ inline void adamw8_full_block(const Adamw8Consts& c, const float* g, std::int8_t
     const U32 bm = bits_of(load(m + j));
     const U32 km = m_ok ? moment8_code_lanes(from_bits(bm & magnitude) / rsm, kMoment8BiasM) : zero;
     store_i8(mq + j, select_u32(has_bit(bm, sign), zero - km, km));
-    store_u8(vq + j, v_ok ? moment8_code_lanes(from_bits(bits_of(load(v + j)) & magnitude) / rsv, kMoment8BiasV)
-                          : zero);
+    store_u8(vq + j,
+             v_ok ? moment8_code_lanes(from_bits(bits_of(load(v + j)) & magnitude) / rsv, kMoment8BiasV) : zero);
   }
   *ms = new_sm;
   *vs = new_sv;
@@ -80,8 +80,8 @@ inline void adamw8_full_block(const Adamw8Consts& c, const float* g, std::int8_t
 
 /// The step of n values (the first of a block at index 0): whole blocks on vectors, a last partial block through the
 /// reference adamw8_block.
-inline void adamw8_range(const Adamw8Consts& c, const float* g, index_t n, std::int8_t* mq, float* ms,
-                         std::uint8_t* vq, float* vs, float* param, float* out) {
+inline void adamw8_range(const Adamw8Consts& c, const float* g, index_t n, std::int8_t* mq, float* ms, std::uint8_t* vq,
+                         float* vs, float* param, float* out) {
   const index_t full = n / kMoment8Block;
   for (index_t b = 0; b < full; ++b) {
     const index_t e = b * kMoment8Block;

@@ -22,8 +22,8 @@ namespace detail {
 
 template <class G, class P>
 __global__ void __launch_bounds__(kMoment8Threads)
-    adamw8_kernel(Adamw8Consts c, const G* grad, index_t count, std::int8_t* mq, float* ms, std::uint8_t* vq,
-                  float* vs, P* param, float* out) {
+    adamw8_kernel(Adamw8Consts c, const G* grad, index_t count, std::int8_t* mq, float* ms, std::uint8_t* vq, float* vs,
+                  P* param, float* out) {
   DeviceBlock b;
   adamw8_blocks(b, c, grad, count, mq, ms, vq, vs, param, out, ToFloat<G>{}, ToFloat<P>{}, FromFloat<P>{});
 }
@@ -39,8 +39,7 @@ __global__ void __launch_bounds__(kMoment8Threads)
 /// fails.
 template <class Scalar>
 void adamw8_step(const Cuda& backend, const Adamw8Consts& c, const Scalar* grad, index_t count, std::int8_t* m_q,
-                 float* m_scales, std::uint8_t* v_q, float* v_scales, Scalar* param, float* out,
-                 cudaStream_t stream) {
+                 float* m_scales, std::uint8_t* v_q, float* v_scales, Scalar* param, float* out, cudaStream_t stream) {
   static_assert(detail::is_cuda_scalar<Scalar>,
                 "compact::adamw8_step(Cuda, ...): Scalar must be float, __half or __nv_bfloat16");
   (void)backend;
@@ -49,9 +48,8 @@ void adamw8_step(const Cuda& backend, const Adamw8Consts& c, const Scalar* grad,
   const detail::Launch1d l = detail::adamw8_launch(count);
   detail::launch_kernel("adamw8_kernel", [&] {
     detail::adamw8_kernel<Scalar, Scalar>
-        <<<static_cast<unsigned>(l.blocks), static_cast<unsigned>(l.threads),
-           detail::moment8_shared_bytes(l.threads), stream>>>(c, grad, count, m_q, m_scales, v_q, v_scales, param,
-                                                              out);
+        <<<static_cast<unsigned>(l.blocks), static_cast<unsigned>(l.threads), detail::moment8_shared_bytes(l.threads),
+           stream>>>(c, grad, count, m_q, m_scales, v_q, v_scales, param, out);
   });
 }
 

@@ -32,8 +32,7 @@ inline std::size_t moment8_shared_bytes(index_t threads) {
 /// The launch of a step of `count` values: one CUDA block per block of 256 values, at most kMoment8MaxGridBlocks.
 inline Launch1d adamw8_launch(index_t count) {
   const index_t blocks = (count + kMoment8Block - 1) / kMoment8Block;
-  return Launch1d{blocks < 1 ? 1 : (blocks > kMoment8MaxGridBlocks ? kMoment8MaxGridBlocks : blocks),
-                  kMoment8Threads};
+  return Launch1d{blocks < 1 ? 1 : (blocks > kMoment8MaxGridBlocks ? kMoment8MaxGridBlocks : blocks), kMoment8Threads};
 }
 
 /// The step of `count` values by a Block of kMoment8Threads threads with moment8_shared_bytes of shared memory.
@@ -56,7 +55,7 @@ COMPACT_HOST_DEVICE inline void adamw8_blocks(Block& b, const Adamw8Consts& c, c
       if (i < count) {
         x = adamw8_moments(c, moment8_decode_m(mq[i], ms[blk]), moment8_decode_v(vq[i], vs[blk]), g_float(grad[i]));
         if (param != nullptr) {
-          const float p_decayed = p_float(from_float(rn::mul(p_float(param[i]), c.decay)));
+          const float p_decayed = p_float(from_float(rn::mul_unfused(p_float(param[i]), c.decay)));
           param[i] = from_float(adamw8_dense(c, p_decayed, x.m, x.v));
         } else {
           out[i] = adamw8_update(c, x.m, x.v);

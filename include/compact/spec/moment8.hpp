@@ -54,7 +54,8 @@ inline index_t moment8_scale_count(index_t count) {
 /// The value of magnitude code k (0 <= k <= 8 bias) relative to the block's scale, exact in fp32:
 /// k * 2^(-bias - 2) for k < 8, (8 + k % 8) * 2^(k / 8 - bias - 3) for k >= 8 (its bits built directly).
 COMPACT_HOST_DEVICE inline float moment8_code_value(int k, int bias) {
-  if (k < 8) return detail::rn::mul(static_cast<float>(k), fp32::from_bits(static_cast<std::uint32_t>(125 - bias) << 23));
+  if (k < 8)
+    return detail::rn::mul(static_cast<float>(k), fp32::from_bits(static_cast<std::uint32_t>(125 - bias) << 23));
   return fp32::from_bits(static_cast<std::uint32_t>(k + 8 * (127 - bias)) << 20);
 }
 
@@ -118,24 +119,25 @@ struct Adamw8Consts {
 };
 
 /// The values of one step's fp32 constants from the optimizer's doubles (the rounding of each double to fp32).
-inline Adamw8Consts adamw8_consts(double lr, double b1, double b2, double eps, double weight_decay,
-                                  std::int64_t step) {
+inline Adamw8Consts adamw8_consts(double lr, double b1, double b2, double eps, double weight_decay, std::int64_t step) {
   // b^t with pow, as Python's ** (CompressedAdamW's fp32 path computes 1 - beta**t in Python).
   const double bc1 = 1.0 - std::pow(b1, static_cast<double>(step)), bc2 = 1.0 - std::pow(b2, static_cast<double>(step));
-  return Adamw8Consts{static_cast<float>(b1),      static_cast<float>(1.0 - b1),
-                      static_cast<float>(b2),      static_cast<float>(1.0 - b2),
-                      static_cast<float>(bc1),     static_cast<float>(bc2),
-                      static_cast<float>(eps),     static_cast<float>(1.0 - lr * weight_decay),
+  return Adamw8Consts{static_cast<float>(b1),          static_cast<float>(1.0 - b1),
+                      static_cast<float>(b2),          static_cast<float>(1.0 - b2),
+                      static_cast<float>(bc1),         static_cast<float>(bc2),
+                      static_cast<float>(eps),         static_cast<float>(1.0 - lr * weight_decay),
                       static_cast<float>(-(lr / bc1)), static_cast<float>(std::sqrt(bc2))};
 }
 
-/// One value's moments after the step: m = b1 m + c1 g, v = b2 v + (c2 g) g (each product and sum rounded).
+/// One value's moments after the step: m = b1 m + c1 g, v = b2 v + (c2 g) g (each product and sum rounded; no
+/// product is fused into an fma, whatever the build: rn::mul_unfused).
 struct Moments {
   float m, v;
 };
 COMPACT_HOST_DEVICE inline Moments adamw8_moments(const Adamw8Consts& c, float m, float v, float g) {
   using namespace detail;
-  return Moments{rn::add(rn::mul(c.b1, m), rn::mul(c.c1, g)), rn::add(rn::mul(c.b2, v), rn::mul(rn::mul(c.c2, g), g))};
+  return Moments{rn::add(rn::mul_unfused(c.b1, m), rn::mul_unfused(c.c1, g)),
+                 rn::add(rn::mul_unfused(c.b2, v), rn::mul_unfused(rn::mul(c.c2, g), g))};
 }
 
 /// A compressed layer's update: N = (m / bc1) / (sqrt(v / bc2) + eps).
@@ -174,18 +176,18 @@ struct Moment8SameFloat {
 /// applied to it (round(x) rounds an fp32 value to the parameter's type, to_float converts back), else N is written to
 /// `out`. The CPU's scalar path and the tests' reference.
 template <class G, class P, class ToFloatG, class ToFloatP, class Round>
-COMPACT_HOST_DEVICE inline void adamw8_block(const Adamw8Consts& c, const G* g, index_t n, std::int8_t* mq,
-                                             float* ms, std::uint8_t* vq, float* vs, P* param, float* out,
-                                             ToFloatG g_float, ToFloatP p_float, Round round) {
+COMPACT_HOST_DEVICE inline void adamw8_block(const Adamw8Consts& c, const G* g, index_t n, std::int8_t* mq, float* ms,
+                                             std::uint8_t* vq, float* vs, P* param, float* out, ToFloatG g_float,
+                                             ToFloatP p_float, Round round) {
   float m[kMoment8Block], v[kMoment8Block];
   const float m_scale = *ms, v_scale = *vs;
   for (index_t k = 0; k < n; ++k) {
-    const Moments mv = adamw8_moments(c, moment8_decode_m(mq[k], m_scale), moment8_decode_v(vq[k], v_scale),
-                                      g_float(g[k]));
+    const Moments mv =
+        adamw8_moments(c, moment8_decode_m(mq[k], m_scale), moment8_decode_v(vq[k], v_scale), g_float(g[k]));
     m[k] = mv.m;
     v[k] = mv.v;
     if (param != nullptr) {
-      const float p_decayed = p_float(round(rn::mul(p_float(param[k]), c.decay)));
+      const float p_decayed = p_float(round(rn::mul_unfused(p_float(param[k]), c.decay)));
       param[k] = round(adamw8_dense(c, p_decayed, mv.m, mv.v));
     } else {
       out[k] = adamw8_update(c, mv.m, mv.v);
@@ -202,9 +204,9 @@ COMPACT_HOST_DEVICE inline void adamw8_block(const Adamw8Consts& c, const G* g, 
 
 /// The reference step of n values (the first of a block at index 0), block by block.
 template <class G, class P, class ToFloatG, class ToFloatP, class Round>
-COMPACT_HOST_DEVICE inline void adamw8_scalar(const Adamw8Consts& c, const G* g, index_t n, std::int8_t* mq,
-                                              float* ms, std::uint8_t* vq, float* vs, P* param, float* out,
-                                              ToFloatG g_float, ToFloatP p_float, Round round) {
+COMPACT_HOST_DEVICE inline void adamw8_scalar(const Adamw8Consts& c, const G* g, index_t n, std::int8_t* mq, float* ms,
+                                              std::uint8_t* vq, float* vs, P* param, float* out, ToFloatG g_float,
+                                              ToFloatP p_float, Round round) {
   for (index_t b = 0; b * kMoment8Block < n; ++b) {
     const index_t e0 = b * kMoment8Block, len = n - e0 < kMoment8Block ? n - e0 : kMoment8Block;
     adamw8_block(c, g + e0, len, mq + e0, ms + b, vq + e0, vs + b, param == nullptr ? nullptr : param + e0,
