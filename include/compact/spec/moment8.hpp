@@ -175,6 +175,7 @@ struct Moment8SameFloat {
 /// fp32), codes mq[0, n), vq[0, n) and scales *ms, *vs updated in place; with `param` non-null the dense update is
 /// applied to it (round(x) rounds an fp32 value to the parameter's type, to_float converts back), else N is written to
 /// `out`. The CPU's scalar path and the tests' reference.
+COMPACT_NO_EXEC_CHECK
 template <class G, class P, class ToFloatG, class ToFloatP, class Round>
 COMPACT_HOST_DEVICE inline void adamw8_block(const Adamw8Consts& c, const G* g, index_t n, std::int8_t* mq, float* ms,
                                              std::uint8_t* vq, float* vs, P* param, float* out, ToFloatG g_float,
@@ -203,6 +204,7 @@ COMPACT_HOST_DEVICE inline void adamw8_block(const Adamw8Consts& c, const G* g, 
 }
 
 /// The reference step of n values (the first of a block at index 0), block by block.
+COMPACT_NO_EXEC_CHECK
 template <class G, class P, class ToFloatG, class ToFloatP, class Round>
 COMPACT_HOST_DEVICE inline void adamw8_scalar(const Adamw8Consts& c, const G* g, index_t n, std::int8_t* mq, float* ms,
                                               std::uint8_t* vq, float* vs, P* param, float* out, ToFloatG g_float,
