@@ -146,12 +146,13 @@ class CompressedAdamW(torch.optim.Optimizer):
             state["exp_avg_scale"] = torch.zeros(blocks, dtype=torch.float32, device=grad.device)
             state["exp_avg_sq_q"] = torch.zeros(p.shape, dtype=torch.uint8, device=grad.device)
             state["exp_avg_sq_scale"] = torch.zeros(blocks, dtype=torch.float32, device=grad.device)
-        state["step"] += 1
+        t = state["step"] + 1  # counted once the op has run: a refused call (a CompactError) changes nothing
         beta1, beta2 = group["betas"]
         torch.ops.compact.adamw8_step(grad.contiguous(), state["exp_avg_q"], state["exp_avg_scale"],
                                       state["exp_avg_sq_q"], state["exp_avg_sq_scale"], param, out, float(group["lr"]),
                                       float(beta1), float(beta2), float(group["eps"]),
-                                      float(group["weight_decay"]), int(state["step"]))
+                                      float(group["weight_decay"]), int(t))
+        state["step"] = t
 
     def _compressed_update(self, p, layer, group):
         grad = p.grad
