@@ -23,12 +23,19 @@ Methods (``--method``; ``--list`` prints them with what each installs):
   compact-all-lw  compact-all with layer-wise updates (CompressedAdamW(layerwise=True): each parameter stepped in
                   backward, its gradient freed at once)
   compact-all-lw-ckpt  compact-all-lw + gradient checkpointing
+  compact-all-8bit  compact-all + CompressedAdamW(moments="8bit", full_rank_moments="8bit"): 8-bit moments for the
+                  compressed layers' m x r moments and every other parameter of >= 4096 values
+  compact-all-8bit-ckpt  compact-all-8bit + gradient checkpointing
+  compact-all-8bit-lw  compact-all with 8-bit moments and layer-wise updates (compact's smallest optimizer state
+                  and gradients)
+  compact-all-8bit-lw-ckpt  compact-all-8bit-lw + gradient checkpointing
   lora            PEFT LoRA, rank 16 on q, k, v, o, gate, up and down, torch's AdamW on the adapters (fine-tuning)
   lora-velora     LoRA + PEFT's VeLoRA (VeloraConfig() defaults: A's input stored compressed)
   lora-compact    LoRA + compress(peft_model) with its defaults: each adapter's A stores a sketch of its input, the
                   frozen LM head's loss in chunks (saved="loss"), CompressedAdamW
   lora-compact-linear  the same with saved="linear": the adapters' sketches only
   lora-compact-all  LoRA + compress(peft_model, saved="all")
+  lora-compact-8bit  lora-compact with CompressedAdamW's 8-bit moments
 Models (``--model``): ``llama``, a stock transformers LlamaForCausalLM (hidden 512, intermediate 1376, 8 layers,
 8 heads, vocabulary 32000, untied head, SDPA attention, fp32), random token ids; ``roberta``, RoBERTa-base
 fine-tuning (RobertaForSequenceClassification, roberta-base's shape, 2 labels, SDPA attention). Nothing is
@@ -69,9 +76,10 @@ METHODS = {
     "apollo-mini": ("apollo-torch",), "flora": ("flora-opt",), "adamw8bit": ("torchao",),
     "adamw8bit-bnb": ("bitsandbytes",), "cce": ("cut-cross-entropy",), "liger": ("liger-kernel",), "compact": (),
     "compact-ckpt": (), "compact-all": (), "compact-all-exact": (), "compact-all-ckpt": (),
-    "compact-all-lw": (), "compact-all-lw-ckpt": (),
+    "compact-all-lw": (), "compact-all-lw-ckpt": (), "compact-all-8bit": (), "compact-all-8bit-ckpt": (),
+    "compact-all-8bit-lw": (), "compact-all-8bit-lw-ckpt": (),
     "lora": ("peft",), "lora-velora": ("peft",), "lora-compact": ("peft",), "lora-compact-linear": ("peft",),
-    "lora-compact-all": ("peft",),
+    "lora-compact-all": ("peft",), "lora-compact-8bit": ("peft",),
 }
 LORA_RANK = 16
 LLAMA = dict(hidden_size=512, intermediate_size=1376, num_hidden_layers=8, num_attention_heads=8, vocab_size=32000)
@@ -194,6 +202,11 @@ def setup(method, model, lr):
     return (opt[0], opt[1]) if isinstance(opt, tuple) else (model, opt)
 
 
+def moments_of(method):
+    """CompressedAdamW's moment arguments of a compact method: 8-bit everywhere for the -8bit methods."""
+    return dict(moments="8bit", full_rank_moments="8bit") if "-8bit" in method else {}
+
+
 def _setup(method, model, lr):
     import torch
 
@@ -210,7 +223,7 @@ def _setup(method, model, lr):
 
             saved = {"lora-compact-all": "all", "lora-compact-linear": "linear"}.get(method)
             ct.compress(model, rank=0.25, dist="srht", period=200, **({"saved": saved} if saved else {}))
-            return model, ct.CompressedAdamW(model.parameters(), lr=lr, weight_decay=0.0)
+            return model, ct.CompressedAdamW(model.parameters(), lr=lr, weight_decay=0.0, **moments_of(method))
         return model, torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr, weight_decay=0.0)
     if method.endswith("ckpt"):
         enable_checkpointing(model)
@@ -222,7 +235,8 @@ def _setup(method, model, lr):
         pieces = dict(saved="all", attention="exact" if method.endswith("exact") else "compressed") \
             if "-all" in method else {}
         ct.compress(model, rank=0.25, dist="srht", period=200, **pieces)
-        return ct.CompressedAdamW(model.parameters(), lr=lr, weight_decay=0.0, layerwise="-lw" in method)
+        return ct.CompressedAdamW(model.parameters(), lr=lr, weight_decay=0.0, layerwise="-lw" in method,
+                                  **moments_of(method))
     if method == "galore":
         from galore_torch import GaLoreAdamW
 

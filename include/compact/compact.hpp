@@ -18,6 +18,7 @@
 #include "compact/spec/entries.hpp"
 #include "compact/spec/srht.hpp"
 #include "compact/spec/sr8.hpp"
+#include "compact/spec/moment8.hpp"
 
 // The backend-neutral API: sizes, views, workspaces, the distribution list, the projector and optimizer templates
 // and what every backend's projectors and optimizers share.
@@ -31,6 +32,7 @@
 #include "compact/api/optimizer_record.hpp"
 #include "compact/api/optimizer_core.hpp"
 #include "compact/api/sr8_checks.hpp"
+#include "compact/api/moment8_checks.hpp"
 
 // Kernel bodies: host/device functions of (block, thread) that the CUDA backend launches and the CPU tests drive.
 #include "compact/kernels/grid.hpp"
@@ -47,6 +49,7 @@
 #include "compact/kernels/srht_workspace.hpp"
 #include "compact/kernels/optimizer_step.hpp"
 #include "compact/kernels/sr8.hpp"
+#include "compact/kernels/moment8.hpp"
 
 // CPU backend (Eigen), in every translation unit; its SIMD kernels are one source compiled per instruction set.
 #include "compact/cpu/backend.hpp"
@@ -70,6 +73,7 @@
 #include "compact/cpu/compressed_grad.hpp"
 #include "compact/cpu/optimizer.hpp"
 #include "compact/cpu/sr8.hpp"
+#include "compact/cpu/moment8.hpp"
 
 #if defined(__CUDACC__)
 // CUDA backend (nvcc only): kernels, cuBLAS glue, projectors, Thrust conveniences.
@@ -89,5 +93,6 @@
 #include "compact/cuda/compressed_grad.cuh"
 #include "compact/cuda/optimizer.cuh"
 #include "compact/cuda/sr8.cuh"
+#include "compact/cuda/moment8.cuh"
 #include "compact/cuda/thrust.cuh"
 #endif

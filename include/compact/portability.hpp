@@ -89,6 +89,19 @@ COMPACT_HOST_DEVICE inline float fma(float a, float b, float c) {
   return std::fma(a, b, c);
 #endif
 }
+/// a * b rounded on its own, never fused with a following addition into an fma whatever the compiler's
+/// -ffp-contract and target: on the device __fmul_rn (never contracted), on the host the product passed through a
+/// volatile. For reference paths whose bits must not depend on the build (the moment8 step, spec/moment8.hpp); its
+/// vector kernels use the lane files' rounded() instead.
+template <class T>
+COMPACT_HOST_DEVICE inline T mul_unfused(T a, T b) {
+#if defined(__CUDA_ARCH__)
+  return mul(a, b);
+#else
+  volatile T p = a * b;
+  return p;
+#endif
+}
 }  // namespace rn
 
 /// The IEEE-754 binary32 bits of `x`.

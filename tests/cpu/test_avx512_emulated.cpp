@@ -48,6 +48,7 @@ inline simde__m512 fused_fmadd_ps(simde__m512 a, simde__m512 b, simde__m512 c) {
 #include <compact/cpu/kernels_avx512.hpp>
 
 #include "cpu/kernel_cases.hpp"
+#include "cpu/moment8_cases.hpp"
 
 #include <cstdint>
 #include <cstring>
@@ -95,6 +96,19 @@ TEST_CASE_TEMPLATE("the emulated AVX-512 signed transform of the SRHT has the bi
 TEST_CASE("the emulated AVX-512 sr8 codec has the bits of the reference") {
   compact_test::check_sr8_against_reference([](auto&&... args) { emulated::sr8_encode_range(args...); },
                                             [](auto&&... args) { emulated::sr8_decode_range(args...); });
+}
+
+TEST_CASE("the emulated AVX-512 8-bit AdamW step has the bits of the reference") {
+  for (const index_t n : compact_test::kMoment8Counts) {
+    for (const bool dense : {false, true}) {
+      CAPTURE(n);
+      CAPTURE(dense);
+      const auto want = compact_test::moment8_run(n, dense, 4, 11, compact_test::moment8_reference_step);
+      const auto got =
+          compact_test::moment8_run(n, dense, 4, 11, [](auto&&... args) { emulated::adamw8_range(args...); });
+      CHECK(compact_test::same_run(got, want));
+    }
+  }
 }
 
 // Each subcase models the Intel Intrinsics Guide's pseudo-code of an instruction lane by lane.

@@ -9,6 +9,7 @@
 #include <compact/compact.hpp>
 
 #include "cpu/kernel_cases.hpp"
+#include "cpu/moment8_cases.hpp"
 
 #include <cstdio>
 #include <cstdlib>
@@ -50,4 +51,17 @@ TEST_CASE("the AVX-512 sr8 codec has the bits of the reference") {
   compact_test::check_sr8_against_reference(
       [](auto&&... args) { compact::detail::sr8_encode_range_with(CpuIsa::kAvx512, args...); },
       [](auto&&... args) { compact::detail::sr8_decode_range_with(CpuIsa::kAvx512, args...); });
+}
+
+TEST_CASE("the AVX-512 8-bit AdamW step has the bits of the reference") {
+  for (const index_t n : compact_test::kMoment8Counts) {
+    for (const bool dense : {false, true}) {
+      CAPTURE(n);
+      CAPTURE(dense);
+      const auto want = compact_test::moment8_run(n, dense, 4, 11, compact_test::moment8_reference_step);
+      const auto got = compact_test::moment8_run(
+          n, dense, 4, 11, [](auto&&... args) { compact::detail::adamw8_range_with(CpuIsa::kAvx512, args...); });
+      CHECK(compact_test::same_run(got, want));
+    }
+  }
 }

@@ -1312,6 +1312,96 @@ TEST_CASE("sr8: count 0 enqueues nothing; the encode is a pure function of the s
   CHECK(encode() == encode());
 }
 
+// The 8-bit AdamW step (cuda/moment8.cuh): the GPU's codes, scales and N or parameter are the CPU's bits.
+
+#include "cpu/moment8_cases.hpp"  // compact_test::moment8_case_grads
+
+namespace {
+
+/// `steps` steps of the GPU's adamw8_step on `count` gradients of type T (the case values rounded to T) against the
+/// CPU's adamw8_step on the same values: dense (a parameter of type T) or N (fp32).
+template <class T>
+void check_adamw8_against_cpu(index_t count, bool dense, int steps) {
+  const std::size_t n = static_cast<std::size_t>(count),
+                    nb = static_cast<std::size_t>(compact::moment8_scale_count(count));
+  std::vector<std::int8_t> mq_cpu(n, 0);
+  std::vector<std::uint8_t> vq_cpu(n, 0);
+  std::vector<float> ms_cpu(nb, 0.0f), vs_cpu(nb, 0.0f), out_cpu(n, 0.0f);
+  std::vector<T> p_host(n);
+  for (std::size_t i = 0; i < n; ++i) p_host[i] = Traits<T>::from_float(std::sin(static_cast<float>(i)));
+  std::vector<T> p_cpu = p_host;
+  thrust::device_vector<std::int8_t> mq(n, 0);
+  thrust::device_vector<std::uint8_t> vq(n, 0);
+  thrust::device_vector<float> ms(nb, 0.0f), vs(nb, 0.0f), out(n, 0.0f);
+  thrust::device_vector<T> p = upload(p_host);
+  for (int t = 1; t <= steps; ++t) {
+    const compact::Adamw8Consts c = compact::adamw8_consts(1e-2, 0.9, 0.999, 1e-8, 0.1, t);
+    const std::vector<float> f = compact_test::moment8_case_grads(count, t, 3);
+    std::vector<T> g_host(n);
+    std::vector<float> gf(n);
+    std::vector<std::uint16_t> g16(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      g_host[i] = Traits<T>::from_float(f[i]);
+      gf[i] = Traits<T>::to_float(g_host[i]);  // the values the GPU sees, exactly
+      g16[i] = static_cast<std::uint16_t>(bits(g_host[i]));
+    }
+    if (dense && !std::is_same_v<T, float>) {
+      std::vector<std::uint16_t> p16(n);
+      for (std::size_t i = 0; i < n; ++i) p16[i] = static_cast<std::uint16_t>(bits(p_cpu[i]));
+      compact::adamw8_step(compact::Cpu{}, c,
+                           std::is_same_v<T, __half> ? compact::Half16::kFp16 : compact::Half16::kBf16, g16.data(),
+                           count, mq_cpu.data(), ms_cpu.data(), vq_cpu.data(), vs_cpu.data(), p16.data());
+      for (std::size_t i = 0; i < n; ++i) {
+        p_cpu[i] = std::is_same_v<T, __half> ? Traits<T>::from_float(compact::fp32_from_fp16_bits(p16[i]))
+                                             : Traits<T>::from_float(compact::fp32_from_bf16_bits(p16[i]));
+      }
+    } else if (dense) {
+      std::vector<float> pf(n);
+      for (std::size_t i = 0; i < n; ++i) pf[i] = Traits<T>::to_float(p_cpu[i]);
+      compact::adamw8_step(compact::Cpu{}, c, gf.data(), count, mq_cpu.data(), ms_cpu.data(), vq_cpu.data(),
+                           vs_cpu.data(), pf.data(), nullptr);
+      for (std::size_t i = 0; i < n; ++i) p_cpu[i] = Traits<T>::from_float(pf[i]);
+    } else {
+      compact::adamw8_step(compact::Cpu{}, c, gf.data(), count, mq_cpu.data(), ms_cpu.data(), vq_cpu.data(),
+                           vs_cpu.data(), nullptr, out_cpu.data());
+    }
+    const thrust::device_vector<T> g = upload(g_host);
+    gpu().sync();
+    compact::adamw8_step(
+        gpu().backend, c, thrust::raw_pointer_cast(g.data()), count, thrust::raw_pointer_cast(mq.data()),
+        thrust::raw_pointer_cast(ms.data()), thrust::raw_pointer_cast(vq.data()), thrust::raw_pointer_cast(vs.data()),
+        dense ? thrust::raw_pointer_cast(p.data()) : static_cast<T*>(nullptr),
+        dense ? static_cast<float*>(nullptr) : thrust::raw_pointer_cast(out.data()), gpu().backend.stream);
+    gpu().sync();
+  }
+  const std::vector<std::int8_t> hmq = download(mq);
+  const std::vector<std::uint8_t> hvq = download(vq);
+  const std::vector<float> hms = download(ms), hvs = download(vs), hout = download(out);
+  const std::vector<T> hp = download(p);
+  index_t code_diff = 0, scale_diff = 0, result_diff = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    code_diff += hmq[i] != mq_cpu[i] || hvq[i] != vq_cpu[i];
+    result_diff += dense ? !same_or_both_nan(hp[i], p_cpu[i]) : !same_or_both_nan(hout[i], out_cpu[i]);
+  }
+  for (std::size_t b = 0; b < nb; ++b) scale_diff += bits(hms[b]) != bits(ms_cpu[b]) || bits(hvs[b]) != bits(vs_cpu[b]);
+  CHECK(code_diff == 0);
+  CHECK(scale_diff == 0);
+  CHECK(result_diff == 0);
+}
+
+}  // namespace
+
+TEST_CASE_TEMPLATE("adamw8: the GPU step has the CPU's bits (N and dense, ragged counts, every input kind)", T, float,
+                   __half, __nv_bfloat16) {
+  for (const index_t count : {index_t{1}, index_t{255}, index_t{257}, index_t{12 * 256 + 5}, (index_t{1} << 20) + 3}) {
+    for (const bool dense : {false, true}) {
+      CAPTURE(count);
+      CAPTURE(dense);
+      check_adamw8_against_cpu<T>(count, dense, 3);
+    }
+  }
+}
+
 TEST_SUITE("host") {
   TEST_CASE("sr8: bad arguments are refused with their names and values before any CUDA call") {
     const compact::Cuda cuda{};
@@ -1341,12 +1431,44 @@ TEST_SUITE("host") {
             compact::sr8_decode(cuda, q, s, -1, x, nullptr);
           }).find("sr8_decode: argument count = -1 must be >= 0") != std::string::npos);
   }
+  TEST_CASE("adamw8: bad arguments are refused with their names and values before any CUDA call") {
+    const compact::Cuda cuda{};
+    std::int8_t mq[8];
+    std::uint8_t vq[8];
+    float ms[1], vs[1], g[8], out[8];
+    const compact::Adamw8Consts c = compact::adamw8_consts(1e-3, 0.9, 0.999, 1e-8, 0.0, 1);
+    const auto message = [](auto&& f) {
+      try {
+        f();
+      } catch (const compact::error& e) {
+        return std::string(e.what());
+      }
+      return std::string();
+    };
+    CHECK(message([&] {
+            compact::adamw8_step(cuda, c, g, -1, mq, ms, vq, vs, static_cast<float*>(nullptr), out, nullptr);
+          }).find("adamw8_step: argument count = -1 must be >= 0") != std::string::npos);
+    CHECK(message([&] {
+            compact::adamw8_step(cuda, c, g, 8, mq, ms, vq, vs, g, out, nullptr);
+          }).find("adamw8_step: exactly one of the arguments param and out must be given") != std::string::npos);
+    CHECK(message([&] {
+            compact::adamw8_step(cuda, c, static_cast<const __half*>(nullptr), 8, mq, ms, vq, vs,
+                                 static_cast<__half*>(nullptr), out, nullptr);
+          }).find("adamw8_step: argument grad is null with count = 8") != std::string::npos);
+    CHECK(message([&] {
+            compact::adamw8_step(cuda, c, g, 8, mq, ms, vq, ms, static_cast<float*>(nullptr), out, nullptr);
+          }).find("adamw8_step: output v_scales overlaps input m_scales") != std::string::npos);
+  }
 }
 
 TEST_SUITE("sanitize") {
   TEST_CASE("every kernel on a small shape: sr8 encode and decode (shared-memory amax, ragged, misaligned)") {
     check_sr8_against_cpu<SanitizeT>(4096 + 1000, 0, 0, 0, SketchState{1, 2, 3});
     check_sr8_against_cpu<SanitizeT>(1000, 1, 3, 7, SketchState{1, 2, 3});
+  }
+  TEST_CASE("every kernel on a small shape: the 8-bit AdamW step (shared-memory amax, grid of blocks, ragged)") {
+    check_adamw8_against_cpu<SanitizeT>(3 * 256 + 7, false, 2);
+    check_adamw8_against_cpu<SanitizeT>(3 * 256 + 7, true, 2);
   }
 }
 

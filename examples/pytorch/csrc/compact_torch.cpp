@@ -598,6 +598,89 @@ torch::Tensor sr8_decode(const torch::Tensor& q_in, const torch::Tensor& scales_
   });
 }
 
+/// One 8-bit AdamW step (docs/spec.md, "The moment8 codec and the 8-bit AdamW step"; compact::adamw8_step): the
+/// moments' codes m_q (int8), v_q (uint8) and scales m_scales, v_scales (fp32, one per 256 values) are updated in
+/// place from grad; with param given (out None) the dense AdamW update is applied to param in place, with out given
+/// (param None) out (fp32) receives N = (m / bc1) / (sqrt(v / bc2) + eps). Every tensor contiguous, on one device.
+/// grad: float32, float16 or bfloat16; param has grad's dtype. On the CPU a 16-bit grad with out is widened to fp32
+/// (exactly) first. Nothing is written when a check fails.
+void adamw8_step(const torch::Tensor& grad, const torch::Tensor& m_q, const torch::Tensor& m_scales,
+                 const torch::Tensor& v_q, const torch::Tensor& v_scales, const c10::optional<torch::Tensor>& param_in,
+                 const c10::optional<torch::Tensor>& out_in, double lr, double b1, double b2, double eps,
+                 double weight_decay, std::int64_t step) {
+  translate_errors([&] {
+    const char* fn = "adamw8_step";
+    const torch::Tensor param = param_in.has_value() ? *param_in : torch::Tensor();
+    const torch::Tensor out = out_in.has_value() ? *out_in : torch::Tensor();
+    COMPACT_REQUIRE(param.defined() != out.defined(), fn << ": exactly one of the arguments param and out must be "
+                                                            "given (param "
+                                                         << (param.defined() ? "given" : "None") << ", out "
+                                                         << (out.defined() ? "given" : "None") << ")");
+    const std::pair<const char*, const torch::Tensor*> all[] = {
+        {"grad", &grad},   {"m_q", &m_q}, {"m_scales", &m_scales}, {"v_q", &v_q}, {"v_scales", &v_scales},
+        {"param", &param}, {"out", &out}};
+    for (const auto& [name, t] : all) {
+      if (!t->defined()) continue;
+      COMPACT_REQUIRE(t->device() == grad.device(), fn << ": argument " << name << " is on " << t->device()
+                                                       << " but argument grad is on " << grad.device());
+      COMPACT_REQUIRE(t->is_contiguous(), fn << ": argument " << name << " must be contiguous (strides " << t->strides()
+                                             << " for shape " << t->sizes() << ")");
+      check_backend(fn, name, *t);
+    }
+    const auto gt = grad.scalar_type();
+    COMPACT_REQUIRE(gt == torch::kFloat || is_half(gt),
+                    fn << ": argument grad must be float32, float16 or bfloat16, got " << dtype_name(grad));
+    COMPACT_REQUIRE(m_q.scalar_type() == torch::kInt8, fn << ": argument m_q must be int8, got " << dtype_name(m_q));
+    COMPACT_REQUIRE(v_q.scalar_type() == torch::kUInt8, fn << ": argument v_q must be uint8, got " << dtype_name(v_q));
+    COMPACT_REQUIRE(m_scales.scalar_type() == torch::kFloat,
+                    fn << ": argument m_scales must be float32, got " << dtype_name(m_scales));
+    COMPACT_REQUIRE(v_scales.scalar_type() == torch::kFloat,
+                    fn << ": argument v_scales must be float32, got " << dtype_name(v_scales));
+    const std::int64_t count = grad.numel(), blocks = compact::moment8_scale_count(count);
+    COMPACT_REQUIRE(m_q.numel() == count && v_q.numel() == count, fn << ": arguments m_q and v_q must have grad's "
+                                                                     << count << " values, got " << m_q.numel()
+                                                                     << " and " << v_q.numel());
+    COMPACT_REQUIRE(m_scales.numel() == blocks && v_scales.numel() == blocks,
+                    fn << ": arguments m_scales and v_scales must have ceil(" << count << " / 256) = " << blocks
+                       << " values, got " << m_scales.numel() << " and " << v_scales.numel());
+    if (param.defined()) {
+      COMPACT_REQUIRE(param.scalar_type() == gt, fn << ": argument param has dtype " << dtype_name(param)
+                                                    << "; expected grad's " << dtype_name(grad));
+      COMPACT_REQUIRE(param.numel() == count,
+                      fn << ": argument param has " << param.numel() << " values, grad " << count);
+    } else {
+      COMPACT_REQUIRE(out.scalar_type() == torch::kFloat,
+                      fn << ": argument out must be float32, got " << dtype_name(out));
+      COMPACT_REQUIRE(out.numel() == count, fn << ": argument out has " << out.numel() << " values, grad " << count);
+    }
+    COMPACT_REQUIRE(step >= 1, fn << ": argument step = " << step << " must be >= 1");
+    const compact::Adamw8Consts c = compact::adamw8_consts(lr, b1, b2, eps, weight_decay, step);
+    void* param_ptr = param.defined() ? param.data_ptr() : nullptr;
+    float* out_ptr = out.defined() ? out.data_ptr<float>() : nullptr;
+    if (grad.is_cuda()) {
+#if defined(COMPACT_TORCH_WITH_CUDA)
+      const c10::cuda::CUDAGuard guard(grad.device());
+      const torch::Tensor g = (out.defined() && gt != torch::kFloat) ? grad.to(torch::kFloat) : grad;
+      cuda::adamw8_step(cuda_dtype(g.scalar_type()), lr, b1, b2, eps, weight_decay, step, g.data_ptr(), count,
+                        m_q.data_ptr(), m_scales.data_ptr(), v_q.data_ptr(), v_scales.data_ptr(), param_ptr, out_ptr,
+                        cuda_context());
+#endif
+    } else if (gt == torch::kFloat || out.defined()) {
+      const torch::Tensor g = gt == torch::kFloat ? grad : grad.to(torch::kFloat);
+      compact::adamw8_step(compact::Cpu{}, c, g.data_ptr<float>(), count, m_q.data_ptr<std::int8_t>(),
+                           m_scales.data_ptr<float>(), v_q.data_ptr<std::uint8_t>(), v_scales.data_ptr<float>(),
+                           static_cast<float*>(param_ptr), out_ptr);
+    } else {
+      compact::adamw8_step(compact::Cpu{}, c, gt == torch::kBFloat16 ? compact::Half16::kBf16 : compact::Half16::kFp16,
+                           static_cast<const std::uint16_t*>(grad.data_ptr()), count, m_q.data_ptr<std::int8_t>(),
+                           m_scales.data_ptr<float>(), v_q.data_ptr<std::uint8_t>(), v_scales.data_ptr<float>(),
+                           static_cast<std::uint16_t*>(param_ptr));
+    }
+    if (param.defined() && !param.is_inference()) torch::autograd::impl::bump_version(param);
+    return 0;
+  });
+}
+
 /// The per-call scratch compact's CPU backend allocates outside torch (freed when the call returns): one padded row
 /// per thread for SRHT; for Gaussian/Rademacher a row panel of P in unsketch_grad and nothing in sketch (its column
 /// panels of P are torch tensors, counted by torch's allocator like any temporary). Bytes, for one call.
@@ -651,6 +734,7 @@ void impl_kernels(torch::Library& m) {
   m.impl("compressed_grad_", &compressed_grad_);
   m.impl("sr8_encode", &sr8_encode);
   m.impl("sr8_decode", &sr8_decode);
+  m.impl("adamw8_step", &adamw8_step);
 }
 
 }  // namespace
@@ -666,6 +750,10 @@ TORCH_LIBRARY(compact, m) {
   m.def("compressed_grad_(Tensor(a!) g, Tensor dy, Tensor z, float beta) -> ()");
   m.def("sr8_encode(Tensor x, int seed, int stream, int window) -> (Tensor, Tensor)");
   m.def("sr8_decode(Tensor q, Tensor scales, ScalarType? dtype=None) -> Tensor");
+  m.def(
+      "adamw8_step(Tensor grad, Tensor(a!) m_q, Tensor(b!) m_scales, Tensor(c!) v_q, Tensor(d!) v_scales, "
+      "Tensor(e!)? param, Tensor(f!)? out, float lr, float b1, float b2, float eps, float weight_decay, int step) "
+      "-> ()");
 }
 
 TORCH_LIBRARY_IMPL(compact, CPU, m) { compact_torch::impl_kernels(m); }

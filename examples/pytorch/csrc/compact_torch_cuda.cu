@@ -270,6 +270,20 @@ void sr8_decode(Dtype dtype, const void* q, const void* scales, std::int64_t cou
   });
 }
 
+void adamw8_step(Dtype dtype, double lr, double b1, double b2, double eps, double weight_decay, std::int64_t step,
+                 const void* grad, std::int64_t count, void* m_q, void* m_scales, void* v_q, void* v_scales,
+                 void* param, void* out, Context ctx) {
+  const compact::Adamw8Consts c = compact::adamw8_consts(lr, b1, b2, eps, weight_decay, step);
+  dispatch(0, dtype, [&](auto, auto scalar_tag) {
+    using Scalar = decltype(scalar_tag);
+    compact::adamw8_step<Scalar>(
+        backend_of(ctx), c, static_cast<const Scalar*>(grad), count, static_cast<std::int8_t*>(m_q),
+        static_cast<float*>(m_scales), static_cast<std::uint8_t*>(v_q), static_cast<float*>(v_scales),
+        static_cast<Scalar*>(param), static_cast<float*>(out), static_cast<cudaStream_t>(ctx.stream));
+    return 0;
+  });
+}
+
 void compressed_grad(Dtype dtype, bool float_out, const void* dy, std::int64_t rows, std::int64_t m,
                      std::int64_t dy_stride, const void* z, std::int64_t r, std::int64_t z_stride, void* g,
                      std::int64_t g_stride, double beta, Context ctx) {

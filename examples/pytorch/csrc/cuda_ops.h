@@ -78,6 +78,13 @@ void sr8_encode(Dtype dtype, const void* x, std::int64_t count, compact::SketchS
                 Context ctx);
 void sr8_decode(Dtype dtype, const void* q, const void* scales, std::int64_t count, void* out, Context ctx);
 
+/// The 8-bit AdamW step (compact/cuda/moment8.cuh) over count values: grad (dtype), the codes m_q (int8), v_q (uint8)
+/// and scales (fp32, one per 256) updated in place, then either param (dtype, non-null) updated in place or out (fp32)
+/// written with N. The constants are compact::adamw8_consts(lr, b1, b2, eps, weight_decay, step).
+void adamw8_step(Dtype dtype, double lr, double b1, double b2, double eps, double weight_decay, std::int64_t step,
+                 const void* grad, std::int64_t count, void* m_q, void* m_scales, void* v_q, void* v_scales,
+                 void* param, void* out, Context ctx);
+
 /// g (m x r) = dy^T (rows x m) z (rows x r) + beta g; g has dy's type, or float32 when float_out (16-bit
 /// activations, fp32 gradient; fp32 accumulation either way).
 void compressed_grad(Dtype dtype, bool float_out, const void* dy, std::int64_t rows, std::int64_t m,

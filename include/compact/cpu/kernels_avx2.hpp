@@ -18,6 +18,7 @@
 #include "compact/config.hpp"
 #include "compact/spec/entries.hpp"
 #include "compact/spec/sr8.hpp"
+#include "compact/spec/moment8.hpp"
 #include "compact/cpu/fwht_portable.hpp"
 #include "compact/cpu/isa.hpp"
 
@@ -33,6 +34,7 @@ namespace avx2 {
 #include "compact/spec/fp32_lanes.inl"
 #include "compact/cpu/generate_panels.inl"
 #include "compact/cpu/sr8_blocks.inl"
+#include "compact/cpu/moment8_blocks.inl"
 #include "compact/cpu/fwht_passes.inl"
 #undef COMPACT_DETAIL_LANES_FN
 

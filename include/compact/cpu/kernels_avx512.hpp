@@ -18,6 +18,7 @@
 #include "compact/config.hpp"
 #include "compact/spec/entries.hpp"
 #include "compact/spec/sr8.hpp"
+#include "compact/spec/moment8.hpp"
 #include "compact/cpu/fwht_portable.hpp"
 #include "compact/cpu/isa.hpp"
 
@@ -42,6 +43,7 @@ namespace COMPACT_DETAIL_AVX512_NAMESPACE {
 #include "compact/spec/fp32_lanes.inl"
 #include "compact/cpu/generate_panels.inl"
 #include "compact/cpu/sr8_blocks.inl"
+#include "compact/cpu/moment8_blocks.inl"
 #include "compact/cpu/fwht_passes.inl"
 #undef COMPACT_DETAIL_LANES_FN
 

@@ -190,6 +190,30 @@ inline F32 load_i8(const std::int8_t* p) {
   return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
 }
 
+/// kLanes int8 (sign-extended) or uint8 (zero-extended) at p (any alignment) as 32-bit lanes (the moment8 codes).
+inline U32 load_i8_lanes(const std::int8_t* p) {
+  return _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+}
+inline U32 load_u8_lanes(const std::uint8_t* p) {
+  return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+}
+/// Stores kLanes lanes holding values in [0, 255] as bytes at p (any alignment; two unsigned saturating packs).
+inline void store_u8(std::uint8_t* p, U32 v) {
+  const __m256i w16 = _mm256_packus_epi32(v.raw, v.raw);
+  const __m256i w8 = _mm256_packus_epi16(w16, w16);
+  const __m256i both = _mm256_permutevar8x32_epi32(w8, _mm256_setr_epi32(0, 4, 0, 0, 0, 0, 0, 0));
+  _mm_storel_epi64(reinterpret_cast<__m128i*>(p), _mm256_castsi256_si128(both));
+}
+/// Lane-wise m ? yes : no on 32-bit integer lanes.
+inline U32 select_u32(M32 m, U32 yes, U32 no) { return _mm256_blendv_epi8(no.raw, yes.raw, m.raw); }
+/// a itself, as an opaque value: a product passed through it is rounded before any following sum (g++ contracts
+/// a * b + c into an fma in an FMA target region under -ffp-contract=fast, its default for C++; the moment8 step's
+/// products must not be).
+inline F32 rounded(F32 a) {
+  __asm__("" : "+x"(a.raw));
+  return a;
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // FWHT registers (cpu/fwht_passes.inl): 8 floats or 4 doubles; the stages below log2(lanes) act inside a register
 // (permute + sign flip + add: lane i gets x[i] + x[i^h] where bit s of i is clear and -x[i] + x[i^h] = x[i^h] - x[i]

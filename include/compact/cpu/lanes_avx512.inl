@@ -211,6 +211,41 @@ inline F32 load_i8(const std::int8_t* p) {
   return _mm512_sub_ps(_mm512_castsi512_ps(biased), _mm512_set1_ps(12583040.0f));
 }
 
+/// kLanes uint8 (zero-extended) or int8 (sign-extended) at p (any alignment) as 32-bit lanes (the moment8 codes): byte
+/// l of the 16 goes to lane l as in load_i8 (the instructions SIMDe 0.7.4 has, for test_avx512_emulated); the sign
+/// extension is (b ^ 0x80) - 0x80.
+inline U32 load_u8_lanes(const std::uint8_t* p) {
+  const __m512i bytes = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  const __m512i dwords =
+      _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3), bytes);
+  const __m512i shifted =
+      _mm512_srlv_epi32(dwords, _mm512_setr_epi32(0, 8, 16, 24, 0, 8, 16, 24, 0, 8, 16, 24, 0, 8, 16, 24));
+  return _mm512_and_si512(shifted, _mm512_set1_epi32(0xFF));
+}
+inline U32 load_i8_lanes(const std::int8_t* p) {
+  const U32 b = load_u8_lanes(reinterpret_cast<const std::uint8_t*>(p));
+  return _mm512_sub_epi32(_mm512_xor_si512(b.raw, _mm512_set1_epi32(0x80)), _mm512_set1_epi32(0x80));
+}
+/// Stores kLanes lanes holding values in [0, 255] as bytes at p (any alignment): v - 128 saturates to itself in
+/// vpmovsdb, and flipping bit 7 of each byte gives v back.
+inline void store_u8(std::uint8_t* p, U32 v) {
+  const __m128i b = _mm512_cvtsepi32_epi8(_mm512_sub_epi32(v.raw, _mm512_set1_epi32(128)));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm_xor_si128(b, _mm_set1_epi8(static_cast<char>(0x80))));
+}
+/// Lane-wise m ? yes : no on 32-bit integer lanes.
+inline U32 select_u32(M32 m, U32 yes, U32 no) { return _mm512_mask_blend_epi32(m.raw, no.raw, yes.raw); }
+/// a itself, as an opaque value: a product passed through it is rounded before any following sum (g++ contracts
+/// a * b + c into an fma in an FMA target region under -ffp-contract=fast, its default for C++; the moment8 step's
+/// products must not be). The SIMDe build (no target region, no FMA) has nothing to contract.
+inline F32 rounded(F32 a) {
+#if defined(COMPACT_DETAIL_AVX512_EMULATED)
+  return a;
+#else
+  __asm__("" : "+v"(a.raw));
+  return a;
+#endif
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // FWHT registers (cpu/fwht_passes.inl): 16 floats or 8 doubles. A stage s < kLogLanes acts inside a register,
 // v <- (v xor signmask_s) + swap_s(v): lane i gets x[i] + x[i ^ h] where bit s of i is clear and x[i ^ h] - x[i] where

@@ -185,9 +185,14 @@ def _fake_sr8_decode(q, scales, dtype=None):
     return q.new_empty((q.numel(),), dtype=dtype if dtype is not None else torch.float32)
 
 
+def _fake_adamw8_step(grad, m_q, m_scales, v_q, v_scales, param, out, lr, b1, b2, eps, weight_decay, step):
+    return None
+
+
 FAKE_KERNELS = {"sketch": _fake_sketch, "unsketch_grad_": _fake_unsketch_grad_, "materialize": _fake_materialize,
                 "compressed_grad": _fake_compressed_grad, "compressed_grad_": _fake_compressed_grad_,
-                "sr8_encode": _fake_sr8_encode, "sr8_decode": _fake_sr8_decode}
+                "sr8_encode": _fake_sr8_encode, "sr8_decode": _fake_sr8_decode,
+                "adamw8_step": _fake_adamw8_step}
 
 
 def _register_fake_kernels():

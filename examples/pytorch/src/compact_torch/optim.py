@@ -13,6 +13,16 @@ from .linear import compact_layers, owner_of, weight_owner_of
 # of optimizer state to the parameter's dtype on load, which would round an int64 seed).
 _SKETCH_KEYS = ("sketch_seed", "sketch_stream", "sketch_period", "sketch_step", "sketch_rank", "sketch_dist")
 
+# The state of a parameter with 8-bit moments (docs/pytorch.md, "8-bit moments"): codes and one fp32 scale per block of
+# 256 values (torch.ops.compact.adamw8_step). torch's load_state_dict casts every state tensor to the parameter's
+# dtype; load_state_dict puts these back as saved, so a resume is bit-exact for every parameter dtype.
+_Q8_KEYS = ("exp_avg_q", "exp_avg_scale", "exp_avg_sq_q", "exp_avg_sq_scale")
+# Parameters (or compressed gradients) with fewer values keep fp32 moments (as bitsandbytes): their 8-bit state would
+# save little and their scales would cost a float per 256 values anyway.
+MIN_8BIT_NUMEL = 4096
+_Q8_BLOCK = 256
+_MOMENT_KINDS = ("fp32", "8bit")
+
 
 class CompressedAdamW(torch.optim.Optimizer):
     """AdamW over ordinary parameters, and CompAct's compressed AdamW over CompactLinear layers.
@@ -37,6 +47,15 @@ class CompressedAdamW(torch.optim.Optimizer):
             layers).
         alpha: scale of the decompressed update of compressed layers (default 1, the value of every documented run;
             the paper uses 0.25 for pretraining).
+        moments: "fp32" (default) or "8bit": the compressed layers' m x r moments M, V in 8 bits per value, blockwise
+            dynamic quantization (docs/spec.md, "The moment8 codec and the 8-bit AdamW step"), one fused step per
+            layer (torch.ops.compact.adamw8_step, CPU and CUDA).
+        full_rank_moments: "fp32" (default) or "8bit": the same for every other parameter (its AdamW update fused
+            into the same op).
+        With "8bit", tensors of fewer than MIN_8BIT_NUMEL (4096) values and non-contiguous parameters keep fp32
+        moments; the state of the others is exp_avg_q (int8), exp_avg_scale (fp32), exp_avg_sq_q (uint8),
+        exp_avg_sq_scale (fp32) and step. A checkpoint resumes bit-exactly; one whose moments are of the other kind
+        is refused by load_state_dict.
 
         layerwise: step each parameter inside backward, as soon as its gradient is complete, and free the gradient
             at once (``torch.Tensor.register_post_accumulate_grad_hook``, torch >= 2.1), so the model's gradients
@@ -53,8 +72,13 @@ class CompressedAdamW(torch.optim.Optimizer):
     bit for bit; ``load_state_dict`` restores it into the layers and refuses a rank or distribution that differs.
     """
 
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, alpha=1.0, layerwise=False,
-                 accumulation_steps=1):
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, alpha=1.0, moments="fp32",
+                 full_rank_moments="fp32", layerwise=False, accumulation_steps=1):
+        for name, value in (("moments", moments), ("full_rank_moments", full_rank_moments)):
+            if value not in _MOMENT_KINDS:
+                raise CompactError(f"compact: CompressedAdamW: argument {name} = {value!r} must be 'fp32' or '8bit'")
+        self._moments = moments
+        self._full_rank_moments = full_rank_moments
         if not 0.0 <= lr:
             raise CompactError(f"compact: CompressedAdamW: argument lr = {lr} must be >= 0")
         if not (0.0 <= betas[0] < 1.0 and 0.0 <= betas[1] < 1.0):
@@ -168,10 +192,45 @@ class CompressedAdamW(torch.optim.Optimizer):
                                "needs no hook: it steps after backward, on the reduced gradients)")
         self._layerwise.attach_ddp(ddp, state, hook)
 
+    def _uses_8bit(self, p, compressed):
+        """Whether ``p`` (a compressed layer's weight_ghat when ``compressed``) keeps 8-bit moments."""
+        kind = self._moments if compressed else self._full_rank_moments
+        if kind != "8bit" or p.numel() < MIN_8BIT_NUMEL:
+            return False
+        if hasattr(p, "to_local"):  # a DTensor (FSDP2): the 8-bit state would be per shard
+            raise CompactError("compact: CompressedAdamW: 8-bit moments do not support DTensor (FSDP2) parameters; "
+                               "use moments='fp32' and full_rank_moments='fp32' with FSDP2")
+        return compressed or p.is_contiguous()
+
+    def _step_8bit(self, p, grad, group, param=None, out=None):
+        """One torch.ops.compact.adamw8_step on p's 8-bit state (created at the first step)."""
+        state = self.state[p]
+        if "exp_avg_q" not in state:
+            n = p.numel()
+            blocks = (n + _Q8_BLOCK - 1) // _Q8_BLOCK
+            state["step"] = 0
+            state["exp_avg_q"] = torch.zeros(p.shape, dtype=torch.int8, device=grad.device)
+            state["exp_avg_scale"] = torch.zeros(blocks, dtype=torch.float32, device=grad.device)
+            state["exp_avg_sq_q"] = torch.zeros(p.shape, dtype=torch.uint8, device=grad.device)
+            state["exp_avg_sq_scale"] = torch.zeros(blocks, dtype=torch.float32, device=grad.device)
+        t = state["step"] + 1  # counted once the op has run: a refused call (a CompactError) changes nothing
+        beta1, beta2 = group["betas"]
+        torch.ops.compact.adamw8_step(grad.contiguous(), state["exp_avg_q"], state["exp_avg_scale"],
+                                      state["exp_avg_sq_q"], state["exp_avg_sq_scale"], param, out, float(group["lr"]),
+                                      float(beta1), float(beta2), float(group["eps"]),
+                                      float(group["weight_decay"]), int(t))
+        state["step"] = t
+
     def _compressed_update(self, p, layer, group):
         grad = p.grad
         if grad.is_sparse:
             raise CompactError("compact: CompressedAdamW does not support sparse gradients")
+        if self._uses_8bit(p, True):
+            update = torch.empty(grad.shape, dtype=torch.float32, device=grad.device)
+            self._step_8bit(p, grad, group, out=update)
+            lr = group["lr"]
+            layer._apply_update(update, -lr * group["alpha"], 1 - lr * group["weight_decay"])
+            return
         beta1, beta2 = group["betas"]
         state = self.state[p]
         if "exp_avg" not in state:
@@ -194,6 +253,9 @@ class CompressedAdamW(torch.optim.Optimizer):
         grad = p.grad
         if grad.is_sparse:
             raise CompactError("compact: CompressedAdamW does not support sparse gradients")
+        if self._uses_8bit(p, False):
+            self._step_8bit(p, grad, group, param=p)
+            return
         beta1, beta2 = group["betas"]
         lr = group["lr"]
         state = self.state[p]
@@ -223,6 +285,30 @@ class CompressedAdamW(torch.optim.Optimizer):
                     out.append((p, layer))
         return out
 
+    def _check_moment_kinds(self, saved, index):
+        """Refuses a checkpoint whose moments (fp32 or 8-bit) are not the kind this optimizer keeps for a parameter;
+        converting would change the run silently (build the optimizer with the checkpoint's moments instead)."""
+        for group in self.param_groups:
+            for p in group["params"]:
+                st = saved.get(index[id(p)], {})
+                has8, has32 = "exp_avg_q" in st, "exp_avg" in st
+                if not (has8 or has32):
+                    continue
+                layer = owner_of(p)
+                want8 = self._uses_8bit(p, layer is not None)
+                if has8 != want8:
+                    what = "8-bit" if has8 else "fp32"
+                    kind = ("moments" if layer is not None else "full_rank_moments")
+                    raise CompactError(
+                        f"compact: CompressedAdamW.load_state_dict: the checkpoint has {what} moments for parameter "
+                        f"{index[id(p)]} (shape {tuple(p.shape)}), but this optimizer keeps "
+                        f"{'8-bit' if want8 else 'fp32'} moments for it ({kind} = "
+                        f"{getattr(self, '_' + kind)!r}; tensors below {MIN_8BIT_NUMEL} values keep fp32); build "
+                        f"the optimizer with the checkpoint's setting")
+                if has8 and tuple(st["exp_avg_q"].shape) != tuple(p.shape):
+                    raise CompactError(f"compact: CompressedAdamW.load_state_dict: the checkpoint's 8-bit moments "
+                                       f"have shape {tuple(st['exp_avg_q'].shape)}, the parameter {tuple(p.shape)}")
+
     def state_dict(self):
         for p, layer in self._owned():
             self.state[p].update(zip(_SKETCH_KEYS, (layer.seed, layer.stream, layer.period, layer.step, layer.rank,
@@ -234,6 +320,7 @@ class CompressedAdamW(torch.optim.Optimizer):
         index = {id(p): i for i, p in enumerate(p for g in self.param_groups for p in g["params"])}
         saved = state_dict.get("state", {})
         # Check everything before changing anything.
+        self._check_moment_kinds(saved, index)
         for p, layer in owned:
             st = saved.get(index[id(p)], {})
             if "sketch_rank" not in st:
@@ -246,6 +333,14 @@ class CompressedAdamW(torch.optim.Optimizer):
                 raise CompactError(f"compact: CompressedAdamW.load_state_dict: the checkpoint's moments have shape "
                                    f"{tuple(st['exp_avg'].shape)}, the layer's compressed gradient {tuple(p.shape)}")
         super().load_state_dict(state_dict)
+        # torch cast every state tensor to its parameter's dtype (bf16 would round the fp32 scales): put the 8-bit
+        # state back exactly as saved (copies, on the parameter's device).
+        for group in self.param_groups:
+            for p in group["params"]:
+                st = saved.get(index[id(p)], {})
+                for key in _Q8_KEYS:
+                    if key in st:
+                        self.state[p][key] = st[key].detach().to(device=p.device, copy=True)
         groups = {}
         for p, layer in owned:
             st = self.state[p]
