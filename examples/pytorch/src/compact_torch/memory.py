@@ -106,9 +106,15 @@ class CpuMemoryTracker:
     before the tracker is installed are invisible to it (``analyze`` refuses to classify them). Installing it
     replaces torch's CPU allocator for the rest of the process; use it in measuring scripts and tests only."""
 
-    def __init__(self):
+    def __init__(self, meta=False):
         self._mt = _memtrack()
         self._mt.install()
+        # meta=True also counts meta tensors as the bytes they would hold (compact_torch.plan): their storages get
+        # placeholder addresses, unique while they live, and go into the same log.
+        self._devices = ("cpu", "meta") if meta else ("cpu",)
+        if meta:
+            self._mt.install_meta()
+        self.records = None
         self._start_seq = None
         self._missed = 0
         self._saved = None
@@ -133,7 +139,7 @@ class CpuMemoryTracker:
         self._start_seq = int(self._mt.start())
 
     def _pack(self, t):
-        ptr = storage_of(t).data_ptr() if t.numel() and t.device.type == "cpu" else 0
+        ptr = storage_of(t).data_ptr() if t.numel() and t.device.type in self._devices else 0
         if ptr:
             self._saved.append(ptr)
             self._saved.append(int(self._mt.seq()))
@@ -150,6 +156,8 @@ class CpuMemoryTracker:
             torch.zeros(0, 4, dtype=torch.int64)
         saved = torch.frombuffer(self._saved, dtype=torch.int64).reshape(-1, 2) if len(self._saved) else \
             torch.zeros(0, 2, dtype=torch.int64)
+        # The log and the saved-tensor notes, for a caller that analyzes a variant of the step (compact_torch.plan).
+        self.records, self.saved_records = records, saved
         report = analyze(records, self._start_seq, tensors_by_category, saved)
         # Storages released without the tracker's deleter during the step (closed when their address came back).
         report["missed_frees"] = int(self._mt.missed_frees()) - self._missed
@@ -193,7 +201,7 @@ def analyze(records, start_seq, tensors_by_category, saved=None):
     for cat, tensors in tensors_by_category.items():
         for t in tensors:
             p = storage_of(t).data_ptr()
-            if p != 0 and t.device.type == "cpu":
+            if p != 0 and t.device.type in ("cpu", "meta"):
                 category_of.setdefault(p, cat)
     live_end_ptrs = set(ptr[~freed].tolist())
     missing = [c for p, c in category_of.items() if p not in live_end_ptrs]
