@@ -171,7 +171,7 @@ def _unpack(t):
     return t
 
 
-def analyze(records, start_seq, tensors_by_category, saved=None):
+def analyze(records, start_seq, tensors_by_category, saved=None, at_seq=None):
     """Peak live bytes over the log and the bytes of each category live at that moment.
 
     ``records``: int64 rows (ptr, bytes, alloc_seq, free_seq or -1 if still live); rows with alloc_seq <= start_seq
@@ -179,7 +179,8 @@ def analyze(records, start_seq, tensors_by_category, saved=None):
     sequence number at the moment of saving. Returns {"peak": bytes, "weights", "gradients", "optimizer",
     "activations", "temporaries", "other"} (the categories sum to the peak), "total" (= peak - other), "peak_seq" (the
     sequence number at the peak, to place it among marks taken with the tracker's ``seq()``) and "end": the
-    categories live at the end.
+    categories live at the end. Given ``at_seq``, the same for the moment just after that sequence number instead of
+    the peak ("peak" is then the live bytes at that moment).
     """
     ptr, nbytes, alloc, free = (records[:, k] for k in range(4))
     base = int(nbytes[alloc <= start_seq].sum())
@@ -189,7 +190,10 @@ def analyze(records, start_seq, tensors_by_category, saved=None):
     deltas = torch.cat([nbytes[new], -nbytes[freed]])
     order = torch.argsort(seqs)
     live = base + torch.cumsum(deltas[order], 0)
-    if live.numel() == 0 or int(live.max()) <= base:
+    if at_seq is not None:
+        before = seqs[order] <= at_seq
+        peak, t_peak = (int(live[before][-1]) if bool(before.any()) else base), int(at_seq)
+    elif live.numel() == 0 or int(live.max()) <= base:
         peak, t_peak = base, start_seq
     else:
         i = int(torch.argmax(live))  # first maximum

@@ -373,9 +373,10 @@ def _check_sizes(batch, seq):
             raise PlanError(f"compact_torch.plan: {name} = {v!r} must be a positive integer")
 
 
-def plan(model, batch, seq, dtype="fp32", method="full", lr=1e-3, device="meta"):
+def plan(model, batch, seq, dtype="fp32", method="full", rank=None, lr=1e-3, device="meta"):
     """The peak training memory of one optimizer step of ``model`` at ``batch`` x ``seq`` tokens, weights in
-    ``dtype`` ("fp32" or "bf16"), trained by ``method`` (a key of METHODS, optionally with "+8bit"/"+layerwise").
+    ``dtype`` ("fp32" or "bf16"), trained by ``method`` (a key of METHODS, optionally with "+8bit"/"+layerwise");
+    ``rank``: compress()'s rank for the compact methods (default: the method's, 0.25).
 
     ``model``: a key of MODELS, the path of a config.json, or a transformers config. ``device="meta"`` plans
     (nothing allocated); ``device="cpu"`` runs the same step for real under the tracker (the reference the tests
@@ -391,6 +392,12 @@ def plan(model, batch, seq, dtype="fp32", method="full", lr=1e-3, device="meta")
     if device not in ("meta", "cpu"):
         raise PlanError(f"compact_torch.plan: device = {device!r} must be 'meta' (plan) or 'cpu' (measure)")
     base, spec, mods = parse_method(method)
+    if rank is not None:
+        if isinstance(rank, bool) or not isinstance(rank, (int, float)) or not rank > 0:
+            raise PlanError(f"compact_torch.plan: rank = {rank!r} must be a number > 0 (< 1: a fraction of each "
+                            "layer's in_features)")
+        if spec.compress is not None:
+            spec = dataclasses.replace(spec, compress=dict(spec.compress, rank=rank))
     config = load_config(model)
     from . import memory
 
@@ -432,13 +439,14 @@ def plan(model, batch, seq, dtype="fp32", method="full", lr=1e-3, device="meta")
     phase = _phase(report["peak_seq"], marks)
     out = {k: report[k] for k in REPORTED}
     out.update(total=report["total"], phase=phase, kind="traced", model=model if isinstance(model, str) else
-               config.model_type, batch=batch, seq=seq, dtype=dtype, method=method, device=device)
+               config.model_type, batch=batch, seq=seq, dtype=dtype, method=method, device=device,
+               rank=spec.compress["rank"] if spec.compress is not None else None)
     if not meta:  # the tracker's own peak, kernels' scratch included (see op_level)
         out["tracker_total"] = raw["total"]
         out["tracker"] = {k: raw[k] for k in REPORTED}
     if mods:
         traced = dict(out)
-        out.update(modelled(records, tracker._start_seq, report, net, opt, marks, mods))
+        out.update(modelled(records, tracker._start_seq, tracker.saved_records, report, net, opt, marks, mods))
         out["kind"] = "modelled"
         out["traced"] = traced
     return out
@@ -455,81 +463,63 @@ def q8_bytes(numel):
     return numel + 4 * math.ceil(numel / 256)
 
 
-def modelled(records, start, report, model, opt, marks, mods):
+def modelled(records, start, saved, report, model, opt, marks, mods):
     """The traced step's log changed as the modifiers would change it (documented assumptions, not a trace):
 
     - "8bit": every floating optimizer state tensor of more than one value takes ``q8_bytes(numel)`` instead of its
       bytes; the state is live through the whole step, so the curve drops by the difference everywhere (the 8-bit
       step's own dequantized temporaries are not modelled);
-    - "layerwise": each gradient is applied and freed as soon as it is accumulated, so at any moment at most the
-      largest single gradient is alive: the curve loses every gradient allocated so far and gains the largest one;
-      the optimizer's temporaries (the largest seen in the traced optimizer phase, one parameter at a time) then
-      occur during the backward, and are added to every backward moment (an upper bound).
+    - "layerwise": each gradient is applied and freed as soon as it is formed, so at most one gradient is alive: the
+      curve loses every gradient formed so far, and at the moment a gradient is formed it holds that gradient plus
+      the optimizer's temporaries for one parameter (the largest rise seen in the traced optimizer phase, an upper
+      bound); the optimizer phase then holds no gradient.
 
     Returns the categories, total and phase of the modelled peak."""
     from . import memory
 
     cats = memory.model_tensors(model, opt)
-    ptr, nbytes, alloc, free = (records[:, k].tolist() for k in range(4))
-    out = {k: report[k] for k in REPORTED}
-    opt_delta = 0
+    opt_delta, seen = 0, set()
     if "8bit" in mods:
-        seen = set()
         for t in cats["optimizer"]:
             p = memory.storage_of(t).data_ptr()
             if p in seen or not t.is_floating_point() or t.numel() <= 1:
                 continue
             seen.add(p)
             opt_delta += memory.storage_nbytes(t) - q8_bytes(t.numel())
+    if "layerwise" not in mods:  # the curve drops uniformly: same peak moment
+        out = {k: report[k] for k in REPORTED}
         out["optimizer"] -= opt_delta
+        return dict(out, total=report["total"] - opt_delta, phase=_phase(report["peak_seq"], marks))
+    ptr, nbytes, alloc, free = (records[:, k].tolist() for k in range(4))
     grad_ptrs = {memory.storage_of(t).data_ptr() for t in cats["gradients"]}
-    # Events (seq, delta, is_gradient) over the step, in order; the curve starts at the bytes live at start.
-    base = sum(b for b, a in zip(nbytes, alloc) if a <= start)
-    events = []
+    events = []  # (seq, delta, is a gradient's allocation), in order
     for p, b, a, f in zip(ptr, nbytes, alloc, free):
-        g = f < 0 and p in grad_ptrs and a > start
         if a > start:
-            events.append((a, b, g))
+            events.append((a, b, f < 0 and p in grad_ptrs))
         if f >= 0:
             events.append((f, -b, False))
     events.sort()
-    live, grads, best = base - opt_delta, 0, None
-    if "layerwise" not in mods:
-        for s, d, _ in events:
-            live += d
-            if best is None or live > best[0]:
-                best = (live, s)
-        if best is None or best[0] < base - opt_delta:
-            best = (base - opt_delta, start)
-        out["total"] = report["total"] - opt_delta
-        return dict(out, phase=_phase(best[1], marks))
-    gmax = max([memory.storage_nbytes(t) for t in cats["gradients"]], default=0)
-    # The largest rise of live bytes above the optimizer phase's starting level: one parameter's update temporaries.
-    level = None
-    opt_temps = 0
-    live_tmp = base
+    base = sum(b for b, a in zip(nbytes, alloc) if a <= start)
+    # One parameter's update temporaries: the largest rise of live bytes in the traced optimizer phase.
+    live, level, opt_temps = base, None, 0
     for s, d, _ in events:
-        live_tmp += d
         if s > marks["backward"]:
-            if level is None:
-                level = live_tmp - d
-            opt_temps = max(opt_temps, live_tmp - level)
+            level = live if level is None else level
+            opt_temps = max(opt_temps, live + d - level)
+        live += d
+    live, grads, best = base, 0, (base, start, 0)
     for s, d, g in events:
         live += d
-        if g:
-            grads += d
-        extra = gmax + (opt_temps if s <= marks["backward"] else 0)
-        value = live - grads + extra
-        if best is None or value > best[0]:
-            best = (value, s)
-    other = report["peak"] - report["total"]
-    total = best[0] - other
-    # Categories at the modelled peak: gradients = the one alive; the rest as traced at that moment is not split
-    # further: the difference to the traced peak is attributed to gradients and temporaries.
-    out["gradients"] = gmax
-    out["temporaries"] = max(0, total - out["weights"] - out["optimizer"] - out["activations"] - gmax)
-    out["activations"] = min(out["activations"], total - out["weights"] - out["optimizer"] - gmax)
-    return dict(out, total=total, phase=_phase(best[1], marks))
+        grads += d if g else 0
+        value = live - grads + (d + opt_temps if g else 0)
+        if value > best[0]:
+            best = (value, s, d if g else 0)
+    at = memory.analyze(records, start, cats, saved, at_seq=best[1])
+    out = {k: at[k] for k in REPORTED}
+    out["optimizer"] -= opt_delta
+    out["gradients"] = best[2]
+    out["temporaries"] += opt_temps if best[2] else 0
+    return dict(out, total=sum(out[k] for k in REPORTED), phase=_phase(best[1], marks))
 
 
 # -- the command line -----------------------------------------------------------------------------------------------
@@ -564,6 +554,7 @@ def main(argv=None):
     p.add_argument("--dtype", default="bf16", help=f"weights' dtype: {', '.join(DTYPES)}")
     p.add_argument("--method", default="full,compact",
                    help="comma-separated: " + ", ".join(METHODS) + "; each optionally +8bit and/or +layerwise")
+    p.add_argument("--rank", type=float, default=None, help="compress()'s rank for the compact methods (default 0.25)")
     p.add_argument("--markdown", action="store_true", help="a Markdown table (for docs)")
     p.add_argument("--json", action="store_true", help="one JSON object per method")
     p.add_argument("--list", action="store_true", help="the methods and models")
@@ -583,7 +574,7 @@ def main(argv=None):
         if args.dtype not in DTYPES:
             raise PlanError(f"compact_torch.plan: --dtype {args.dtype!r} must be one of {', '.join(DTYPES)}")
         load_config(args.model)
-        rows = [plan(args.model, args.batch, args.seq, args.dtype, m) for m in methods]
+        rows = [plan(args.model, args.batch, args.seq, args.dtype, m, rank=args.rank) for m in methods]
     except PlanError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
