@@ -37,6 +37,7 @@ gradient applied and freed as soon as it is accumulated: at most the largest sin
 import argparse
 import contextlib
 import dataclasses
+import gc
 import json
 import math
 import os
@@ -425,15 +426,22 @@ def plan(model, batch, seq, dtype="fp32", method="full", rank=None, lr=1e-3, dev
         step(1)  # the optimizer state exists from the first step on
     data = make_batch(config, batch, seq, device)
     marks = {}
-    with ctx():
-        tracker.start()
-        loss = net(**data).loss
-        marks["forward"] = tracker.seq()
-        loss.backward()
-        marks["backward"] = tracker.seq()
-        opt.step()
-        raw = tracker.stop(memory.model_tensors(net, opt))
-    del loss
+    # No garbage collection inside the step: freeing an earlier object's tensors there would move the peak of the
+    # live bytes (which include them) away from the step's own peak.
+    gc.collect()
+    gc.disable()
+    try:
+        with ctx():
+            tracker.start()
+            loss = net(**data).loss
+            marks["forward"] = tracker.seq()
+            loss.backward()
+            marks["backward"] = tracker.seq()
+            opt.step()
+            raw = tracker.stop(memory.model_tensors(net, opt))
+        del loss
+    finally:
+        gc.enable()
     records = op_level(tracker.records, oplog.intervals)
     report = memory.analyze(records, tracker._start_seq, memory.model_tensors(net, opt), tracker.saved_records)
     phase = _phase(report["peak_seq"], marks)
