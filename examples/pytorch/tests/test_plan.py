@@ -58,8 +58,10 @@ def test_the_plan_equals_the_tracker_byte_for_byte(rows, spec):
     assert planned["kind"] == "traced"
     assert {k: planned[k] for k in CATEGORIES} == {k: measured[k] for k in CATEGORIES}
     # The plan leaves out allocations made and freed inside one kernel call (op_level); the tracker's own peak can
-    # only be higher, by the scratch of the kernel running at its peak.
-    assert measured["tracker_total"] >= measured["total"]
+    # only be higher, by at most the scratch of the kernel running at its peak (the op-level curve at that moment is
+    # the tracker's peak minus that scratch, and the op-level peak is at least that).
+    gap = measured["tracker_total"] - measured["total"]
+    assert 0 <= gap <= measured["scratch_at_tracker_peak"], (gap, measured["kernel_at_tracker_peak"])
     assert planned["total"] == sum(planned[k] for k in P.REPORTED) > 0
 
 

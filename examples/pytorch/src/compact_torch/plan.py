@@ -18,8 +18,12 @@ What the plan counts, and where it can differ from a CPU measurement of the same
 - A meta tensor takes the CPU's code paths (compact's codec and update branch on ``device.type``; PyTorch's kernel
   choices for meta follow the CPU's), so the plan is the CPU step's bytes. The tests check that it equals the
   tracker's measurement byte for byte, category by category, on small LLaMA and RoBERTa models for every traced
-  method (tests/test_plan.py); ``WORKSPACE`` lists the kernels whose CPU implementation allocates scratch through
-  torch's allocator that a meta kernel does not (none is needed for the traced methods, see the tests).
+  method (tests/test_plan.py), both counted at the level of kernel calls (``op_level``): what a kernel allocates and
+  frees within one call is left out, because it depends on the implementation (a CPU kernel's own scratch, the
+  intermediates of a meta kernel written in Python). The tracker's own peak can therefore be higher than the plan,
+  by at most the scratch of the kernel running at its peak (``plan(device="cpu")`` reports which and how much:
+  0 bytes on the tested models but for one bf16 configuration, where an ``add_`` of an fp32 operand into a bf16
+  tensor converts it in a temporary).
 - Data-dependent Python branches (``if mask.all():``) are answered by ``_MetaOracle``: True, the answer for an
   unpadded batch (no padding, no packed sequences), which is what the plan models. The float dropout masks that
   compact's codec stores as bits on the CPU are recognised by their origin (``bernoulli_``).
@@ -66,13 +70,6 @@ MODELS = {
                          num_labels=2, hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.0),
 }
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
-
-# Kernels whose CPU implementation allocates scratch through torch's allocator that their meta kernel does not, as
-# {aten op name: bytes(args, kwargs)}. Added to the plan as temporaries alive during the call. Empty: for every traced
-# method the meta trace equals the CPU tracker byte for byte (tests/test_plan.py); an op that needs an entry shows up
-# there as a difference in temporaries.
-WORKSPACE = {}
-
 
 class PlanError(ValueError):
     """A bad argument to the planner (unknown model or method, a size out of range) or a step it cannot trace."""
@@ -253,6 +250,7 @@ class _OpLog:
                 super().__init__()
                 self.masks = set()
                 self.intervals = []
+                self.kernels = []
 
             def __torch_dispatch__(self, func, types, args=(), kwargs=None):
                 kwargs = kwargs or {}
@@ -264,6 +262,7 @@ class _OpLog:
                 before = seq()
                 out = func(*args, **kwargs)
                 self.intervals.append((before, seq()))
+                self.kernels.append(func)
                 if meta:
                     inputs = {_ptr(a) for a in args if torch.is_tensor(a) and a.device.type == "meta"}
                     for o in (out if isinstance(out, (tuple, list)) else (out,)):
@@ -430,6 +429,8 @@ def plan(model, batch, seq, dtype="fp32", method="full", rank=None, lr=1e-3, dev
     # live bytes (which include them) away from the step's own peak.
     gc.collect()
     gc.disable()
+    rss = _rss_reset() if not meta else None
+    live_at_start = tracker.live_bytes()
     try:
         with ctx():
             tracker.start()
@@ -439,6 +440,7 @@ def plan(model, batch, seq, dtype="fp32", method="full", rank=None, lr=1e-3, dev
             marks["backward"] = tracker.seq()
             opt.step()
             raw = tracker.stop(memory.model_tensors(net, opt))
+        hwm = _rss_peak() if rss is not None else None
         del loss
     finally:
         gc.enable()
@@ -452,12 +454,54 @@ def plan(model, batch, seq, dtype="fp32", method="full", rank=None, lr=1e-3, dev
     if not meta:  # the tracker's own peak, kernels' scratch included (see op_level)
         out["tracker_total"] = raw["total"]
         out["tracker"] = {k: raw[k] for k in REPORTED}
+        out.update(_scratch_at(tracker.records, oplog, raw["peak_seq"]))
+        # The step's rise above its start: tracker (all torch CPU tensors) and resident memory (peak RSS).
+        out["tracker_rise"] = raw["peak"] - live_at_start
+        out["rss_rise"] = hwm - rss if rss is not None and hwm is not None else None
     if mods:
         traced = dict(out)
         out.update(modelled(records, tracker._start_seq, tracker.saved_records, report, net, opt, marks, mods))
         out["kind"] = "modelled"
         out["traced"] = traced
     return out
+
+
+def _proc_status(field):
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def _rss_reset():
+    """Resets the process's peak RSS (Linux: clear_refs 5) and returns its RSS now, or None where it cannot."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        return None
+    return _proc_status("VmRSS")
+
+
+def _rss_peak():
+    return _proc_status("VmHWM")
+
+
+def _scratch_at(records, oplog, at):
+    """The kernel running at sequence number ``at`` and the bytes it allocated and frees within its call that are
+    live then (what op_level leaves out at that moment)."""
+    import bisect
+
+    i = bisect.bisect_left([b for b, _ in oplog.intervals], at) - 1
+    if i < 0 or at > oplog.intervals[i][1]:
+        return {"kernel_at_tracker_peak": None, "scratch_at_tracker_peak": 0}
+    b, e = oplog.intervals[i]
+    scratch = sum(n for _, n, a, f in records.tolist() if b < a <= at and at < f <= e)
+    return {"kernel_at_tracker_peak": str(oplog.kernels[i]), "scratch_at_tracker_peak": scratch}
 
 
 def _phase(seq, marks):
@@ -538,13 +582,19 @@ def fmt_bytes(b):
 
 def table(rows, markdown=False):
     """The breakdown of each row (bytes as MiB/GiB) as text or Markdown."""
+    measured = any("tracker_total" in r for r in rows)
     head = ["method", *REPORTED, "total", "total (GB)", "peak in", "kind"]
+    head += ["tracker total", "step rise: tracker", "step rise: peak RSS"] if measured else []
     body = []
     for r in rows:
         body.append([r["method"], *(fmt_bytes(r[k]) for k in REPORTED), fmt_bytes(r["total"]),
                      f"{r['total'] / 1e9:.2f}", r["phase"], r["kind"]])
+        if measured:
+            body[-1] += [fmt_bytes(r["tracker_total"]), fmt_bytes(r["tracker_rise"]),
+                         fmt_bytes(r["rss_rise"]) if r.get("rss_rise") is not None else "-"]
     if markdown:
-        lines = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 3) + "---|---|"]
+        lines = ["| " + " | ".join(head) + " |",
+                 "|---|" + "---:|" * len(REPORTED) + "---:|---:|---|---|" + "---:|" * (3 if measured else 0)]
         lines += ["| " + " | ".join(row) + " |" for row in body]
         return "\n".join(lines)
     widths = [max(len(str(x)) for x in col) for col in zip(head, *body)]
@@ -565,6 +615,9 @@ def main(argv=None):
     p.add_argument("--rank", type=float, default=None, help="compress()'s rank for the compact methods (default 0.25)")
     p.add_argument("--markdown", action="store_true", help="a Markdown table (for docs)")
     p.add_argument("--json", action="store_true", help="one JSON object per method")
+    p.add_argument("--device", default="meta", choices=["meta", "cpu"],
+                   help="meta: plan (default); cpu: run the step for real under the tracker (small models), to check "
+                        "the plan against the tracker and peak RSS")
     p.add_argument("--list", action="store_true", help="the methods and models")
     args = p.parse_args(argv)
     if args.list:
@@ -582,7 +635,8 @@ def main(argv=None):
         if args.dtype not in DTYPES:
             raise PlanError(f"compact_torch.plan: --dtype {args.dtype!r} must be one of {', '.join(DTYPES)}")
         load_config(args.model)
-        rows = [plan(args.model, args.batch, args.seq, args.dtype, m, rank=args.rank) for m in methods]
+        rows = [plan(args.model, args.batch, args.seq, args.dtype, m, rank=args.rank, device=args.device)
+                for m in methods]
     except PlanError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -590,7 +644,8 @@ def main(argv=None):
         for r in rows:
             print(json.dumps({k: v for k, v in r.items() if k != "traced"}))
         return 0
-    title = f"{args.model}, batch {args.batch} x seq {args.seq}, {args.dtype} weights (planned on the meta device)"
+    title = (f"{args.model}, batch {args.batch} x seq {args.seq}, {args.dtype} weights "
+             + ("(planned on the meta device)" if args.device == "meta" else "(measured on the CPU)"))
     print(("**" + title + "**\n") if args.markdown else title)
     print(table(rows, markdown=args.markdown))
     print("\nAllocated bytes of the CPU code path; a GPU's caching allocator adds fragmentation on top (measure with "
