@@ -28,6 +28,12 @@ TRACED = [
     "roberta:full:fp32", "roberta:ckpt:fp32", "roberta:compact:fp32", "roberta:compact-all:fp32",
     "roberta:compact-all-exact:fp32",
 ]
+try:
+    import peft  # noqa: F401
+
+    TRACED += ["llama:lora:fp32", "llama:lora-compact:fp32", "roberta:lora:fp32"]
+except ImportError:  # the LoRA methods need peft; the rest is tested without it
+    pass
 MODELLED = ["llama:full+8bit:fp32", "llama:compact-all+8bit:bf16", "llama:full+layerwise:fp32",
             "llama:compact-all-ckpt+8bit+layerwise:fp32"]
 
@@ -111,6 +117,23 @@ def test_the_command_line_prints_a_table(tmp_path):
     assert lines[0].startswith("| method | weights") and len(lines) == 3
     assert lines[1].startswith("| full |") and "traced" in lines[1]
     assert lines[2].startswith("| compact+8bit |") and "modelled" in lines[2]
+
+
+@needs_plan
+def test_the_command_line_measures_on_the_cpu_for_the_cross_check(tmp_path):
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"model_type": "llama", "hidden_size": 32, "intermediate_size": 64,
+                                  "num_hidden_layers": 1, "num_attention_heads": 2, "vocab_size": 64,
+                                  "max_position_embeddings": 64, "tie_word_embeddings": False}))
+    rows = {}
+    for device in ("meta", "cpu"):
+        out = subprocess.run([sys.executable, "-m", "compact_torch.plan", "--model", str(config), "--batch", "2",
+                              "--seq", "8", "--dtype", "fp32", "--method", "compact-all", "--device", device,
+                              "--json"], capture_output=True, text=True, env=env(), timeout=300)
+        assert out.returncode == 0, out.stderr[-3000:]
+        rows[device] = json.loads(out.stdout)
+    assert {k: rows["meta"][k] for k in CATEGORIES} == {k: rows["cpu"][k] for k in CATEGORIES}
+    assert rows["cpu"]["tracker_rise"] > 0 and "rss_rise" in rows["cpu"] and "tracker_rise" not in rows["meta"]
 
 
 @needs_plan

@@ -104,10 +104,12 @@ class Method:
     ckpt: bool = False
     compress: dict = None
     optimizer: str = "adamw"
+    lora: bool = False
     about: str = ""
 
 
-_COMPACT = dict(rank=0.25, dist="srht", period=200)  # peer_memory.py's compact configuration
+_COMPACT = dict(rank=0.25, dist="srht", period=200)
+LORA_RANK = 16  # peer_memory.py's compact configuration
 _ALL = dict(_COMPACT, saved="all")
 METHODS = {
     "full": Method(about="torch.optim.AdamW, full rank"),
@@ -123,6 +125,10 @@ METHODS = {
                                 about="compact-all with attention=\"exact\""),
     "compact-all-ckpt": Method(ckpt=True, compress=_ALL, optimizer="compressed-adamw",
                                about="compact-all + checkpointing"),
+    "lora": Method(lora=True, about=f"PEFT LoRA, rank {LORA_RANK}, on the attention and MLP linears; AdamW on the "
+                                    "adapters (needs peft)"),
+    "lora-compact": Method(lora=True, compress=_COMPACT, optimizer="compressed-adamw",
+                           about="LoRA + compress(peft_model): each adapter's A stores a sketch of its input"),
 }
 
 
@@ -186,8 +192,10 @@ def build_model(config, device, dtype):
         cls = transformers.AutoModelForSequenceClassification
         if getattr(config, "num_labels", None) is None:
             config.num_labels = 2
+    # transformers 5 names the argument dtype (torch_dtype is deprecated there)
+    kw = "dtype" if int(transformers.__version__.split(".")[0]) >= 5 else "torch_dtype"
     with torch.device(device):
-        model = cls.from_config(config, torch_dtype=dtype)
+        model = cls.from_config(config, **{kw: dtype})
     return model.train()
 
 
@@ -208,14 +216,24 @@ def make_batch(config, b, s, device):
 
 
 def setup(method, model, lr=1e-3):
-    """Applies ``method`` (a Method) to ``model``; returns its optimizer."""
+    """Applies ``method`` (a Method) to ``model``; returns (the model to train, its optimizer): PEFT wraps the model
+    it is given."""
     if method.ckpt:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    if method.lora:
+        try:
+            import peft
+        except ImportError as e:
+            raise PlanError("compact_torch.plan: the LoRA methods need peft (pip install peft)") from e
+        targets = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"] \
+            if is_causal_lm(model.config) else ["query", "key", "value", "dense"]
+        model = peft.get_peft_model(model, peft.LoraConfig(r=LORA_RANK, lora_alpha=2 * LORA_RANK, lora_dropout=0.0,
+                                                           target_modules=targets))
     if method.compress is not None:
         from .compress import compress
 
         compress(model, **method.compress)
-    return OPTIMIZERS[method.optimizer](model, lr)
+    return model, OPTIMIZERS[method.optimizer](model, lr)
 
 
 # -- the meta trace -------------------------------------------------------------------------------------------------
@@ -403,8 +421,7 @@ def plan(model, batch, seq, dtype="fp32", method="full", rank=None, lr=1e-3, dev
 
     tracker = memory.CpuMemoryTracker(meta=True)  # before the model: every tensor of the step is seen
     torch.manual_seed(0)
-    net = build_model(config, device, DTYPES[dtype])
-    opt = setup(spec, net, lr)
+    net, opt = setup(spec, build_model(config, device, DTYPES[dtype]), lr)
     meta = device == "meta"
     oplog = _OpLog.make(meta)
 
