@@ -123,6 +123,11 @@ class CpuMemoryTracker:
     def live_bytes(self):
         return int(self._mt.live_bytes())
 
+    @property
+    def start_seq(self):
+        """The sequence number at the last ``start()`` (log rows allocated at or before it were live then)."""
+        return self._start_seq
+
     def seq(self):
         """The allocator's sequence number now (to mark phases of a step: compare with the report's peak_seq)."""
         return int(self._mt.seq())

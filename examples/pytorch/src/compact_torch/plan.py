@@ -11,20 +11,21 @@ are counted by compact_torch.memory.CpuMemoryTracker(meta=True): its allocator h
 placeholder address and logs the bytes it would hold, in the same log as the CPU's, so the step is classified exactly
 as the tracker classifies a CPU step (weights, gradients, optimizer state, activations = what autograd saved,
 temporaries = the rest) and the phase of the peak (forward, backward, optimizer) is found the same way. A 7B model
-costs seconds and no memory.
+costs seconds of CPU time and no memory to speak of.
 
 What the plan counts, and where it can differ from a CPU measurement of the same step:
 
-- A meta tensor takes the CPU's code paths (compact's codec and update branch on ``device.type``; PyTorch's kernel
-  choices for meta follow the CPU's), so the plan is the CPU step's bytes. The tests check that it equals the
-  tracker's measurement byte for byte, category by category, on small LLaMA and RoBERTa models for every traced
-  method (tests/test_plan.py), both counted at the level of kernel calls (``op_level``): what a kernel allocates and
-  frees within one call is left out, because it depends on the implementation (a CPU kernel's own scratch, the
-  intermediates of a meta kernel written in Python). The tracker's own peak can therefore be higher than the plan,
+- A meta tensor takes the CPU's code paths (compact's codec and update branch on ``device.type`` and treat meta as
+  the CPU; PyTorch's meta kernels follow the CPU's; scaled_dot_product_attention, for which the dispatcher has no
+  meta choice, runs the kernel the CPU picks: ``_meta_sdpa``), so the plan is the CPU step's bytes. The tests check
+  that it equals the tracker's measurement byte for byte, category by category, on small LLaMA and RoBERTa models
+  for every traced method (tests/test_plan.py), both counted at the level of kernel calls (``op_level``): what a
+  kernel allocates and frees within one call is left out, because it depends on the implementation (a CPU kernel's
+  own scratch, the intermediates of a meta kernel written in Python). The tracker's own peak can therefore be higher than the plan,
   by at most the scratch of the kernel running at its peak (``plan(device="cpu")`` reports which and how much:
   0 bytes on the tested models but for one bf16 configuration, where an ``add_`` of an fp32 operand into a bf16
   tensor converts it in a temporary).
-- Data-dependent Python branches (``if mask.all():``) are answered by ``_MetaOracle``: True, the answer for an
+- Data-dependent Python branches (``if mask.all():``) are answered by ``_OpLog``: True, the answer for an
   unpadded batch (no padding, no packed sequences), which is what the plan models. The float dropout masks that
   compact's codec stores as bits on the CPU are recognised by their origin (``bernoulli_``).
 - On a GPU, kernels differ in a few places (scaled_dot_product_attention's flash kernels save a log-sum-exp of
@@ -36,7 +37,7 @@ What the plan counts, and where it can differ from a CPU measurement of the same
 Optimizer configurations are pluggable (``OPTIMIZERS``); configurations that do not exist as code yet are *modelled*
 from the traced step's log by ``modelled()`` and labelled so: ``+8bit`` (every floating optimizer state tensor of
 more than one value held as 1 byte per value plus a 4-byte scale per block of 256 values) and ``+layerwise`` (each
-gradient applied and freed as soon as it is accumulated: at most the largest single gradient alive).
+gradient applied and freed as soon as it is formed: at most one gradient alive).
 """
 import argparse
 import contextlib
@@ -49,7 +50,6 @@ import sys
 
 import torch
 
-PHASES = ("forward", "backward", "optimizer")
 REPORTED = ("weights", "gradients", "optimizer", "activations", "temporaries")
 
 # Built-in shapes (the published configs' sizes; weights are never loaded).
@@ -409,7 +409,7 @@ def plan(model, batch, seq, dtype="fp32", method="full", rank=None, lr=1e-3, dev
         raise PlanError(f"compact_torch.plan: dtype = {dtype!r} must be one of {', '.join(DTYPES)}")
     if device not in ("meta", "cpu"):
         raise PlanError(f"compact_torch.plan: device = {device!r} must be 'meta' (plan) or 'cpu' (measure)")
-    base, spec, mods = parse_method(method)
+    _, spec, mods = parse_method(method)
     if rank is not None:
         if isinstance(rank, bool) or not isinstance(rank, (int, float)) or not rank > 0:
             raise PlanError(f"compact_torch.plan: rank = {rank!r} must be a number > 0 (< 1: a fraction of each "
@@ -462,7 +462,7 @@ def plan(model, batch, seq, dtype="fp32", method="full", rank=None, lr=1e-3, dev
     finally:
         gc.enable()
     records = op_level(tracker.records, oplog.intervals)
-    report = memory.analyze(records, tracker._start_seq, memory.model_tensors(net, opt), tracker.saved_records)
+    report = memory.analyze(records, tracker.start_seq, memory.model_tensors(net, opt), tracker.saved_records)
     phase = _phase(report["peak_seq"], marks)
     out = {k: report[k] for k in REPORTED}
     out.update(total=report["total"], phase=phase, kind="traced", model=model if isinstance(model, str) else
@@ -477,7 +477,7 @@ def plan(model, batch, seq, dtype="fp32", method="full", rank=None, lr=1e-3, dev
         out["rss_rise"] = hwm - rss if rss is not None and hwm is not None else None
     if mods:
         traced = dict(out)
-        out.update(modelled(records, tracker._start_seq, tracker.saved_records, report, net, opt, marks, mods))
+        out.update(modelled(records, tracker.start_seq, tracker.saved_records, report, net, opt, marks, mods))
         out["kind"] = "modelled"
         out["traced"] = traced
     return out
