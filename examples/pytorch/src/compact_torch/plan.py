@@ -21,10 +21,10 @@ What the plan counts, and where it can differ from a CPU measurement of the same
   that it equals the tracker's measurement byte for byte, category by category, on small LLaMA and RoBERTa models
   for every traced method (tests/test_plan.py), both counted at the level of kernel calls (``op_level``): what a
   kernel allocates and frees within one call is left out, because it depends on the implementation (a CPU kernel's
-  own scratch, the intermediates of a meta kernel written in Python). The tracker's own peak can therefore be higher than the plan,
-  by at most the scratch of the kernel running at its peak (``plan(device="cpu")`` reports which and how much:
-  0 bytes on the tested models but for one bf16 configuration, where an ``add_`` of an fp32 operand into a bf16
-  tensor converts it in a temporary).
+  own scratch, the intermediates of a meta kernel written in Python). The tracker's own peak can therefore be
+  higher than the plan, by at most the scratch of the kernel running at its peak (``plan(device="cpu")`` reports
+  which and how much: 0 bytes on the tested models but for one bf16 configuration, where an ``add_`` of an fp32
+  operand into a bf16 tensor converts it in a temporary).
 - Data-dependent Python branches (``if mask.all():``) are answered by ``_OpLog``: True, the answer for an
   unpadded batch (no padding, no packed sequences), which is what the plan models. The float dropout masks that
   compact's codec stores as bits on the CPU are recognised by their origin (``bernoulli_``).
