@@ -23,8 +23,8 @@ What the plan counts, and where it can differ from a CPU measurement of the same
   kernel allocates and frees within one call is left out, because it depends on the implementation (a CPU kernel's
   own scratch, the intermediates of a meta kernel written in Python). The tracker's own peak can therefore be
   higher than the plan, by at most the scratch of the kernel running at its peak (``plan(device="cpu")`` reports
-  which and how much: 0 bytes on the tested models but for one bf16 configuration, where an ``add_`` of an fp32
-  operand into a bf16 tensor converts it in a temporary).
+  which and how much: 0 bytes on the tested models but for one bf16 configuration, where an ``add_`` of a bf16
+  operand into an fp32 tensor converts the operand in a temporary).
 - Data-dependent Python branches (``if mask.all():``) are answered by ``_OpLog``: True, the answer for an
   unpadded batch (no padding, no packed sequences), which is what the plan models. The float dropout masks that
   compact's codec stores as bits on the CPU are recognised by their origin (``bernoulli_``).
