@@ -2,7 +2,7 @@
 /// What a call costs when other calls have evicted its data (issue 20, the training call pattern): one SRHT projector,
 /// 41 rounds, each timing a call with everything hot (the second of two back-to-back calls), a call after a 96 MiB
 /// memset that evicts the caches, and a call after the eviction and a read of x; prints the medians and their ratios
-/// to the hot call (docs/benchmarks.md, "What the call pattern's remaining gap is"):
+/// to the hot call (docs/benchmarks.md, "Training call pattern"):
 ///   g++ -O3 -DNDEBUG -march=native -std=c++17 -fopenmp -Iinclude -isystem /usr/include/eigen3 tools/cold_calls.cpp
 ///   ./a.out 1024 512 128
 #include <compact/compact.hpp>

@@ -18,8 +18,7 @@
 # OpenBLAS's threads) sleep after a call instead of spinning, so that the row that runs next (interleaved at random,
 # often one of compact's, whose pool sleeps) gets both cores; bench_threads keeps the caller's OMP_WAIT_POLICY (its
 # OpenMP rows measure the default). With the defaults, a B = 256 Rademacher sketch measured 22-24 ms right after
-# Eigen's threaded GEMM against 16-17 ms with them (docs/benchmarks.md, "Gaussian at B = 256, and the spinning
-# baselines").
+# Eigen's threaded GEMM against 16-17 ms with them (docs/benchmarks.md, "Measurement notes").
 # Medians over the repetitions; benchmarks are interleaved at random so that drift on a shared machine spreads over
 # ours and the baselines alike. One process per binary, so each ratio compares rows measured side by side.
 set -euo pipefail

@@ -2,7 +2,7 @@
 /// Where a dense sketch's time goes (issue 20, "report what bounds it"): the Gaussian sketch, the generation of its P
 /// alone (materialize), Eigen's threaded GEMM with P stored, and the Rademacher sketch, called in turn in one process
 /// 25 times on the Eigen engine; prints the medians of calls 4..25 and Gaussian ÷ stored P against its floor
-/// (stored P + generation) ÷ stored P (docs/benchmarks.md, "Gaussian at B = 256, and the spinning baselines"):
+/// (stored P + generation) ÷ stored P (docs/benchmarks.md, "Gaussian sketch at B = 256"):
 ///   g++ -O3 -DNDEBUG -march=native -std=c++17 -fopenmp -Iinclude -isystem /usr/include/eigen3 tools/sketch_parts.cpp
 ///   OMP_WAIT_POLICY=passive ./a.out 256
 #include <compact/compact.hpp>

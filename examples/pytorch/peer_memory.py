@@ -22,7 +22,9 @@ Methods (``--method``; ``--list`` prints them with what each installs):
   compact-all-ckpt  compact-all + gradient checkpointing
   lora            PEFT LoRA, rank 16 on q, k, v, o, gate, up and down, torch's AdamW on the adapters (fine-tuning)
   lora-velora     LoRA + PEFT's VeLoRA (VeloraConfig() defaults: A's input stored compressed)
-  lora-compact    LoRA + compress(peft_model): each adapter's A stores a sketch of its input, CompressedAdamW
+  lora-compact    LoRA + compress(peft_model) with its defaults: each adapter's A stores a sketch of its input, the
+                  frozen LM head's loss in chunks (saved="loss"), CompressedAdamW
+  lora-compact-linear  the same with saved="linear": the adapters' sketches only
   lora-compact-all  LoRA + compress(peft_model, saved="all")
 Models (``--model``): ``llama``, a stock transformers LlamaForCausalLM (hidden 512, intermediate 1376, 8 layers,
 8 heads, vocabulary 32000, untied head, SDPA attention, fp32), random token ids; ``roberta``, RoBERTa-base
@@ -64,7 +66,8 @@ METHODS = {
     "apollo-mini": ("apollo-torch",), "flora": ("flora-opt",), "adamw8bit": ("torchao",),
     "adamw8bit-bnb": ("bitsandbytes",), "cce": ("cut-cross-entropy",), "liger": ("liger-kernel",), "compact": (),
     "compact-ckpt": (), "compact-all": (), "compact-all-exact": (), "compact-all-ckpt": (),
-    "lora": ("peft",), "lora-velora": ("peft",), "lora-compact": ("peft",), "lora-compact-all": ("peft",),
+    "lora": ("peft",), "lora-velora": ("peft",), "lora-compact": ("peft",), "lora-compact-linear": ("peft",),
+    "lora-compact-all": ("peft",),
 }
 LORA_RANK = 16
 LLAMA = dict(hidden_size=512, intermediate_size=1376, num_hidden_layers=8, num_attention_heads=8, vocab_size=32000)
@@ -201,7 +204,8 @@ def _setup(method, model, lr):
         if method.startswith("lora-compact"):
             import compact_torch as ct
 
-            ct.compress(model, rank=0.25, dist="srht", period=200, **({"saved": "all"} if "all" in method else {}))
+            saved = {"lora-compact-all": "all", "lora-compact-linear": "linear"}.get(method)
+            ct.compress(model, rank=0.25, dist="srht", period=200, **({"saved": saved} if saved else {}))
             return model, ct.CompressedAdamW(model.parameters(), lr=lr, weight_decay=0.0)
         return model, torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr, weight_decay=0.0)
     if method.endswith("ckpt"):

@@ -290,6 +290,24 @@ def test_recompute_backward_runs_twice_forward_grad_refuses():
         torch.autograd.grad(loss, [w])
 
 
+def test_the_default_mode_forms_a_frozen_heads_gradient_in_the_forward():
+    """mode=None: "forward_grad" (one backward only) when the head's weight and bias need no gradient, else
+    "recompute" (backward runs twice); reduction "none" always "recompute"."""
+    h, w, b, labels = make(bias=True)
+    loss = ct.chunked_lm_loss(h, w, labels, b)
+    torch.autograd.grad(loss, [h], retain_graph=True)
+    torch.autograd.grad(loss, [h])  # recompute: a trained head
+    w.requires_grad_(False)
+    b.requires_grad_(False)
+    loss = ct.chunked_lm_loss(h, w, labels, b)
+    torch.autograd.grad(loss, [h], retain_graph=True)
+    with pytest.raises(RuntimeError, match="one backward"):
+        torch.autograd.grad(loss, [h])
+    loss = ct.chunked_lm_loss(h, w, labels, b, reduction="none")
+    torch.autograd.grad(loss.sum(), [h], retain_graph=True)
+    torch.autograd.grad(loss.sum(), [h])
+
+
 def test_frozen_inputs_get_no_gradient_work():
     h, w, b, labels = make(bias=True)
     w.requires_grad_(False)

@@ -3,6 +3,8 @@
 each adapter's A becomes a CompactLinear that stores one sketch per shared input, the frozen base layers stay frozen
 and input-free everywhere (compress, training, decompress, save and load), and a frozen nn.Linear is never compressed.
 """
+import sys
+
 import pytest
 
 torch = pytest.importorskip("torch", reason="compact_torch needs torch (Debian: apt-get install python3-torch)")
@@ -94,13 +96,13 @@ def test_decompress_and_a_state_dict_round_trip_keep_frozen_weights_frozen():
 
 def test_a_compressed_lora_model_saves_sketches_instead_of_the_adapters_inputs():
     """Plain LoRA saves each adapted layer's input for A's gradient (the base layers, frozen, save none). Compressed
-    with the defaults (the paper's layers, r = n/4, shared inputs), each block's three distinct inputs of compressed
+    with saved="linear" (the paper's layers, r = n/4, shared inputs), each block's three distinct inputs of compressed
     adapters -- the attention's input (q, k, v), the MLP's input (gate, up) and down's input -- are stored once each
     as a sketch of a quarter of their width, and nothing else changes: exactly 3/4 of those bytes are saved."""
     hidden, inter, b = 128, 320, 4
     plain = lora_llama(hidden=hidden, inter=inter)
     compressed = lora_llama(hidden=hidden, inter=inter)
-    ct.compress(compressed)
+    ct.compress(compressed, saved="linear")
     sizes = []
     for model in (plain, compressed):
         with SavedTensorBytes(model) as saved:
@@ -108,6 +110,33 @@ def test_a_compressed_lora_model_saves_sketches_instead_of_the_adapters_inputs()
         sizes.append(saved.bytes)
     inputs = 2 * b * T * (hidden + hidden + inter) * 4  # two blocks, fp32
     assert sizes[0] - sizes[1] == inputs - inputs // 4, sizes
+
+
+def test_the_default_on_a_lora_causal_lm_adds_the_chunked_loss_head_in_forward_grad_mode(monkeypatch):
+    """The default on a PEFT causal LM is saved="linear" plus the "loss" piece: the N x V log-softmax that
+    cross_entropy saves is gone, and the frozen head's chunked loss keeps only dH (N x d) from its forward. So the
+    saved bytes differ from saved="linear"'s by N V 4 - N d 4, up to the int64 targets cross_entropy saves (8 B a
+    token) against the chunked loss's scalar count; losses and gradients agree to fp32 rounding."""
+    monkeypatch.setattr(sys.modules[__name__], "VOCAB", 1024)
+    hidden, b = 64, 4
+    sizes, losses, grads = [], [], []
+    for saved in ({"saved": "linear"}, {}):
+        model = lora_llama(hidden=hidden)
+        ct.compress(model, **saved)
+        with SavedTensorBytes(model) as counter:
+            loss = model(**batch(3, b=b)).loss
+            loss.backward()
+        sizes.append(counter.bytes)
+        losses.append(loss.detach())
+        grads.append({n: p.grad for n, p in model.named_parameters() if p.grad is not None})
+    assert getattr(model, "_compact_pieces", {}) == {"loss": True}
+    n = b * T
+    assert abs((sizes[0] - sizes[1]) - (n * VOCAB * 4 - n * hidden * 4)) <= 8 * n, sizes
+    # The loss sums n terms of size ~log V in a different order: |diff| <= gamma_n * sum |terms|.
+    assert abs(float(losses[0] - losses[1])) <= 2 * n * 2.0**-24 * float(losses[0]) * 2
+    assert grads[0].keys() == grads[1].keys()
+    for name in grads[0]:
+        torch.testing.assert_close(grads[1][name], grads[0][name], rtol=1e-5, atol=1e-6, msg=name)
 
 
 def test_frozen_linears_are_never_compressed_and_the_error_says_why():

@@ -353,7 +353,9 @@ def compress(model, rank=None, dist=None, share_inputs=None, include=None, exclu
             of choosing layers; None (default) restores ``model.config.compact_torch`` when the model has no
             CompactLinear yet and carries one (a model loaded from a compressed model's ``save_pretrained``), False
             never restores. Restoring takes no other argument.
-        saved: what is stored small beyond the paper's layers. "linear" (the default): the paper's layers only.
+        saved: what is stored small beyond the paper's layers. "linear": the paper's layers only. None (the
+            default): "linear", and for a PEFT LoRA causal language model (adapter fine-tuning, the LM head frozen)
+            "loss" too, whose chunked head then forms its gradient in the forward at the unfused loss's cost.
             "all": every piece below; or one piece's name, or a list of them:
             "linears": CompAct on every linear of a block, the attention output projection too (when include and
             exclude are None);
@@ -373,6 +375,9 @@ def compress(model, rank=None, dist=None, share_inputs=None, include=None, exclu
                                    exclude=exclude, seed=seed, period=period, saved=saved,
                                    attention=attention).items() if v is not None}
     pieces = _parse_saved(saved)
+    if saved is None and _lora_layers(model) and _is_causal_lm(_inner_model(model)) \
+            and not getattr(model, "_compact_pieces", None):
+        pieces = ("loss",)  # adapter fine-tuning: the logits are the largest saved tensor (docs/pytorch.md)
     if attention is not None and attention not in ("exact", "compressed"):
         raise CompactError(f"compact: compress: argument attention = {attention!r} is not 'exact' or 'compressed'")
     if getattr(model, "_compact_pieces", None) and pieces:

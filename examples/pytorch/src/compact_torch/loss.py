@@ -25,7 +25,10 @@ ways to get the gradients (``mode``):
   gradient is needed) and dW (V x d fp32) is held from the forward to the backward. Its backward can run only once
   (``retain_graph`` backward twice raises), and it has no "none" reduction.
 
-DEFAULT_MODE is "recompute", by the bytes first and the time second. On the LLaMA head shape (4 x 1024 tokens,
+DEFAULT_MODE is "recompute" for a head that trains, by the bytes first and the time second. A frozen head (its
+weight and bias need no gradient: adapter fine-tuning, where PEFT freezes the LM head) makes ``mode=None`` pick
+"forward_grad": without dW it keeps only dH from the forward (N x d, the bytes "recompute" keeps in H) and runs two
+products per step, the unfused loss's count, where "recompute" runs three; reduction "none" stays "recompute". On the LLaMA head shape (4 x 1024 tokens,
 d = 512, V = 32000, fp32, chunks of 512) both modes peak at the same bytes (139.6 MB above the inputs, against
 1573 MB unfused; the same 670.1 MB for both in a 2-layer LLaMA step, 2628 MB stock), but "recompute" keeps 0.05 MB
 from the forward to the backward where "forward_grad" keeps 73.9 MB (dW and dH), which add up when several losses
@@ -234,9 +237,9 @@ def chunked_lm_loss(hidden, weight, labels, bias=None, *, chunk_tokens=DEFAULT_C
     fp32 tensor of labels' shape, 0 at ignored tokens; mode "recompute" only). ``num_items_in_batch``: when given,
     the sum divided by it (HF's gradient-accumulation normalisation; reduction must be "mean").
     ``logit_softcap``: c in z <- c tanh(z / c) (Gemma 2). ``mode``: "recompute" or "forward_grad" (None:
-    DEFAULT_MODE). Returns the loss in fp32 (fp64 for fp64 inputs)."""
-    mode = DEFAULT_MODE if mode is None else mode
-    if mode not in MODES:
+    "forward_grad" when the head's weight and bias need no gradient and reduction is not "none", else
+    DEFAULT_MODE; module docstring). Returns the loss in fp32 (fp64 for fp64 inputs)."""
+    if mode is not None and mode not in MODES:
         raise ValueError(f"compact_torch.chunked_lm_loss: mode must be one of {MODES}, got {mode!r}")
     if reduction not in REDUCTIONS:
         raise ValueError(f"compact_torch.chunked_lm_loss: reduction must be one of {REDUCTIONS}, got {reduction!r}")
@@ -264,6 +267,8 @@ def chunked_lm_loss(hidden, weight, labels, bias=None, *, chunk_tokens=DEFAULT_C
     grad = torch.is_grad_enabled()
     needs = (grad and hidden.requires_grad, grad and weight.requires_grad,
              grad and bias is not None and bias.requires_grad)
+    if mode is None:
+        mode = "forward_grad" if reduction != "none" and not needs[1] and not needs[2] else DEFAULT_MODE
     loss = _ChunkedLMLoss.apply(hidden.reshape(-1, hidden.shape[-1]), weight, bias, labels.reshape(-1).long(),
                                 int(ignore_index), chunk_tokens, mode, "sum" if num_items_in_batch is not None
                                 else reduction, None if logit_softcap is None else float(logit_softcap),
@@ -355,8 +360,7 @@ def patch_causal_lm(model, chunk_tokens=DEFAULT_CHUNK_TOKENS, mode=None, in_eval
         from transformers.loss.loss_utils import ForCausalLMLoss
     except ImportError as e:
         raise ValueError("compact_torch.patch_causal_lm needs transformers (5.x)") from e
-    mode = DEFAULT_MODE if mode is None else mode
-    if mode not in MODES:
+    if mode is not None and mode not in MODES:
         raise ValueError(f"compact_torch.patch_causal_lm: mode must be one of {MODES}, got {mode!r}")
     if isinstance(chunk_tokens, bool) or not isinstance(chunk_tokens, int) or chunk_tokens < 1:
         raise ValueError(f"compact_torch.patch_causal_lm: chunk_tokens must be a positive int, got {chunk_tokens!r}")
