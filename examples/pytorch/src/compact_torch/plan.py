@@ -23,14 +23,17 @@ What the plan counts, and where it can differ from a CPU measurement of the same
   kernel allocates and frees within one call is left out, because it depends on the implementation (a CPU kernel's
   own scratch, the intermediates of a meta kernel written in Python). The tracker's own peak can therefore be
   higher than the plan, by at most the scratch of the kernel running at its peak (``plan(device="cpu")`` reports
-  which and how much: 0 bytes on the tested models but for one bf16 configuration, where an ``add_`` of a bf16
-  operand into an fp32 tensor converts the operand in a temporary).
+  which and how much: 0 to 64 KiB on the tested models, e.g. a bf16 operand widened for an ``add_`` into an fp32
+  tensor, or the P panels of compact's CPU sketch). Where the CPU's kernel returns other dtypes than its meta
+  kernel, ``_CPU_OUTPUT_DTYPES`` converts (layer norm's mean and rstd: the input's 16-bit dtype on the CPU).
+- Checkpointing keeps the CPU's RNG state across a recomputation of CPU inputs but not of meta ones: the planner
+  has it treat meta inputs as CPU ones.
 - Data-dependent Python branches (``if mask.all():``) are answered by ``_OpLog``: True, the answer for an
   unpadded batch (no padding, no packed sequences), which is what the plan models. The float dropout masks that
   compact's codec stores as bits on the CPU are recognised by their origin (``bernoulli_``).
 - On a GPU, kernels differ in a few places (scaled_dot_product_attention's flash kernels save a log-sum-exp of
-  batch x heads x seq fp32 like the CPU's; dropout saves a bool mask instead of a float one; torch's AdamW defaults to
-  foreach, whose temporaries are lists of parameter-sized tensors), and the caching allocator adds fragmentation on
+  batch x heads x seq fp32 like the CPU's; dropout saves a bool mask instead of a float one; layer norm saves fp32
+  statistics; torch's AdamW defaults to foreach, whose temporaries are lists of parameter-sized tensors), and the caching allocator adds fragmentation on
   top of the allocated bytes: measure it there with ``finetune_memory.py --device cuda`` or ``gpu_memory.sh``.
 - compact's CPU backend mallocs bounded scratch outside torch (``memory.compact_scratch_bytes``): not in the totals.
 
@@ -279,6 +282,8 @@ class _OpLog:
                                     "(.item()): a data-dependent branch the planner cannot answer")
                 before = seq()
                 out = func(*args, **kwargs)
+                if meta and func in _CPU_OUTPUT_DTYPES and args[0].device.type == "meta":
+                    out = _CPU_OUTPUT_DTYPES[func](args, out)  # inside the call: the meta kernel's outputs are freed
                 self.intervals.append((before, seq()))
                 self.kernels.append(func)
                 if meta:
@@ -293,6 +298,19 @@ class _OpLog:
                 return out
 
         return OpLog()
+
+
+def _layer_norm_stats_in_input_dtype(args, out):
+    # The CPU's native_layer_norm returns mean and rstd in a 16-bit input's dtype (its meta kernel, like CUDA's, in
+    # fp32); layer norm's backward saves them.
+    x = args[0]
+    if x.dtype not in (torch.bfloat16, torch.float16):
+        return out
+    return out[0], out[1].to(x.dtype), out[2].to(x.dtype)
+
+
+# Kernels whose CPU implementation returns outputs of other dtypes than their meta kernel: {aten op: fix(args, out)}.
+_CPU_OUTPUT_DTYPES = {torch.ops.aten.native_layer_norm.default: _layer_norm_stats_in_input_dtype}
 
 
 def op_level(records, intervals):
@@ -320,9 +338,9 @@ def _cpu_sdp_choice(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=
     saves the batch x heads x seq x seq probabilities that the CPU's flash kernel does not). Asked of the CPU with
     one-token tensors of the same dtype, heads, head size and mask dtype, once per such key: the first (batch 1,
     untracked) step fills the cache, so the measured step allocates nothing here."""
-    k = (query.dtype, query.dim(), tuple(query.shape[:-2]), query.shape[-1], tuple(key.shape[:-2]), key.shape[-1],
-         value.shape[-1], None if attn_mask is None else (attn_mask.dtype, attn_mask.dim()), float(dropout_p),
-         bool(is_causal), scale, bool(enable_gqa), query.requires_grad or key.requires_grad or value.requires_grad)
+    heads = lambda t: t.shape[-3] if t.dim() >= 3 else None  # noqa: E731 - not the batch: one entry per model
+    k = (query.dtype, query.dim(), heads(query), query.shape[-1], heads(key), key.shape[-1], value.shape[-1],
+         None if attn_mask is None else (attn_mask.dtype, attn_mask.dim()), float(dropout_p), bool(is_causal), scale, bool(enable_gqa), query.requires_grad or key.requires_grad or value.requires_grad)
     if k not in _SDP_CHOICES:
         def small(t):
             shape = (1,) * (t.dim() - 3) + (t.shape[-3] if t.dim() >= 3 else 1, 1, t.shape[-1]) if t.dim() >= 3 \
@@ -358,7 +376,8 @@ def _meta_sdpa(sdpa):
 
 @contextlib.contextmanager
 def _meta_step_context(oplog):
-    """The CPU's attention kernel choice; compact's codec told which meta tensors are dropout masks."""
+    """The CPU's attention kernel choice and checkpointing's CPU device type; compact's codec told which meta tensors
+    are dropout masks."""
     from . import saved
 
     original = saved.SavedCodec._two_valued
@@ -368,14 +387,26 @@ def _meta_step_context(oplog):
             return 1.0 if _ptr(t) in oplog.masks else None  # the value only sizes a 1-element tensor
         return original(t)
 
+    import torch.utils.checkpoint as checkpoint
+
+    infer = checkpoint._infer_device_type
+
+    def infer_device_type(*args):
+        # Checkpointing treats meta inputs as a device of their own and then keeps no CPU RNG state across the
+        # recomputation (torch.random.fork_rng does nothing for "meta"); CPU inputs give torch's default device type.
+        found = infer(*args)
+        return checkpoint.DefaultDeviceType.get_device_type() if found == "meta" else found
+
     sdpa = torch.nn.functional.scaled_dot_product_attention
     saved.SavedCodec._two_valued = staticmethod(two_valued)
     torch.nn.functional.scaled_dot_product_attention = _meta_sdpa(sdpa)
+    checkpoint._infer_device_type = infer_device_type
     try:
         yield
     finally:
         saved.SavedCodec._two_valued = staticmethod(original)
         torch.nn.functional.scaled_dot_product_attention = sdpa
+        checkpoint._infer_device_type = infer
 
 
 def _require_torch():
