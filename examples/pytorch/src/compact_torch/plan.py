@@ -33,8 +33,9 @@ What the plan counts, and where it can differ from a CPU measurement of the same
   compact's codec stores as bits on the CPU are recognised by their origin (``bernoulli_``).
 - On a GPU, kernels differ in a few places (scaled_dot_product_attention's flash kernels save a log-sum-exp of
   batch x heads x seq fp32 like the CPU's; dropout saves a bool mask instead of a float one; layer norm saves fp32
-  statistics; torch's AdamW defaults to foreach, whose temporaries are lists of parameter-sized tensors), and the caching allocator adds fragmentation on
-  top of the allocated bytes: measure it there with ``finetune_memory.py --device cuda`` or ``gpu_memory.sh``.
+  statistics; torch's AdamW defaults to foreach, whose temporaries are lists of parameter-sized tensors), and the
+  caching allocator adds fragmentation on top of the allocated bytes: measure it there with ``finetune_memory.py
+  --device cuda`` or ``gpu_memory.sh``.
 - compact's CPU backend mallocs bounded scratch outside torch (``memory.compact_scratch_bytes``): not in the totals.
 
 Optimizer configurations are pluggable (``OPTIMIZERS``); configurations that do not exist as code yet are *modelled*
@@ -340,7 +341,8 @@ def _cpu_sdp_choice(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=
     untracked) step fills the cache, so the measured step allocates nothing here."""
     heads = lambda t: t.shape[-3] if t.dim() >= 3 else None  # noqa: E731 - not the batch: one entry per model
     k = (query.dtype, query.dim(), heads(query), query.shape[-1], heads(key), key.shape[-1], value.shape[-1],
-         None if attn_mask is None else (attn_mask.dtype, attn_mask.dim()), float(dropout_p), bool(is_causal), scale, bool(enable_gqa), query.requires_grad or key.requires_grad or value.requires_grad)
+         None if attn_mask is None else (attn_mask.dtype, attn_mask.dim()), float(dropout_p), bool(is_causal), scale,
+         bool(enable_gqa), query.requires_grad or key.requires_grad or value.requires_grad)
     if k not in _SDP_CHOICES:
         def small(t):
             shape = (1,) * (t.dim() - 3) + (t.shape[-3] if t.dim() >= 3 else 1, 1, t.shape[-1]) if t.dim() >= 3 \
