@@ -22,6 +22,8 @@ log, so does the peak, and so does the set of allocations live at the peak. Each
 The count is exact for torch tensors; memory that a library mallocs itself is not seen, which for compact is the
 bounded scratch of its CPU backend (``compact_torch._ext.cpu_scratch_bytes``), reported next to the peak.
 ``profiler_peak`` measures the same step's peak with ``torch.profiler`` (``profile_memory=True``) for comparison.
+``CpuMemoryTracker(meta=True)`` also logs meta-device storages as the bytes they would hold, with placeholder
+addresses: compact_torch.plan runs a step on the meta device under it.
 """
 import array
 
