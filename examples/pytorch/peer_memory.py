@@ -20,6 +20,9 @@ Methods (``--method``; ``--list`` prints them with what each installs):
                   autograd saves through compact's 8-bit codec, the attention's tensors included (the default)
   compact-all-exact  compact-all with attention="exact" (nothing saved inside attention modules compressed)
   compact-all-ckpt  compact-all + gradient checkpointing
+  compact-all-lw  compact-all with layer-wise updates (CompressedAdamW(layerwise=True): each parameter stepped in
+                  backward, its gradient freed at once)
+  compact-all-lw-ckpt  compact-all-lw + gradient checkpointing
   lora            PEFT LoRA, rank 16 on q, k, v, o, gate, up and down, torch's AdamW on the adapters (fine-tuning)
   lora-velora     LoRA + PEFT's VeLoRA (VeloraConfig() defaults: A's input stored compressed)
   lora-compact    LoRA + compress(peft_model) with its defaults: each adapter's A stores a sketch of its input, the
@@ -66,6 +69,7 @@ METHODS = {
     "apollo-mini": ("apollo-torch",), "flora": ("flora-opt",), "adamw8bit": ("torchao",),
     "adamw8bit-bnb": ("bitsandbytes",), "cce": ("cut-cross-entropy",), "liger": ("liger-kernel",), "compact": (),
     "compact-ckpt": (), "compact-all": (), "compact-all-exact": (), "compact-all-ckpt": (),
+    "compact-all-lw": (), "compact-all-lw-ckpt": (),
     "lora": ("peft",), "lora-velora": ("peft",), "lora-compact": ("peft",), "lora-compact-linear": ("peft",),
     "lora-compact-all": ("peft",),
 }
@@ -218,7 +222,7 @@ def _setup(method, model, lr):
         pieces = dict(saved="all", attention="exact" if method.endswith("exact") else "compressed") \
             if "-all" in method else {}
         ct.compress(model, rank=0.25, dist="srht", period=200, **pieces)
-        return ct.CompressedAdamW(model.parameters(), lr=lr, weight_decay=0.0)
+        return ct.CompressedAdamW(model.parameters(), lr=lr, weight_decay=0.0, layerwise="-lw" in method)
     if method == "galore":
         from galore_torch import GaLoreAdamW
 
@@ -562,7 +566,7 @@ def smoke(args):
             raise SystemExit(f"smoke: {method}: non-finite loss {losses}")
         print(f"smoke: {method}: ok, losses {losses[0]:.3f} {losses[1]:.3f}")
         ran.append(method)
-    for must in ("full", "ckpt", "compact", "compact-ckpt", "compact-all", "compact-all-ckpt"):
+    for must in ("full", "ckpt", "compact", "compact-ckpt", "compact-all", "compact-all-ckpt", "compact-all-lw"):
         if must not in ran:
             raise SystemExit(f"smoke: {must} did not run")
     print(f"smoke: {len(ran)} methods ran: {', '.join(ran)}; not here: {', '.join(failed) or 'none'}")

@@ -1,6 +1,8 @@
 # SPDX-License-Identifier: MIT
 """One rank of the DDP tests (test_ddp.py spawns two): trains the tiny LLaMA (float64) with gloo DDP on its half of
 each global batch and saves, per step, the reduced gradients and the all-reduce payload, and the final weights."""
+import contextlib
+import functools
 import gc
 import os
 
@@ -117,4 +119,81 @@ def torch_ddp_main(rank, world, port, out_dir):
     torch.save({"final": model.state_dict(), "log": log}, os.path.join(out_dir, f"torch_ddp{rank}.pt"))
     dist.barrier()
     del ddp
+    teardown()
+
+
+def layerwise_run(rank, world, port, wrapper, accum, layerwise):
+    """STEPS steps of a compressed model under `wrapper`, each rank's half of the global batch split into `accum`
+    micro-batches (DDP's no_sync on all but the last), with a layer-wise CompressedAdamW attached to the DDP (the
+    counting hook inside its comm hook) or a plain one after backward. Returns the final state dict and the per-step
+    all-reduce payload."""
+    torch.set_num_threads(1)
+    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    model, _ = build(True)
+    kw = dict(layerwise=True, accumulation_steps=accum) if layerwise else {}
+    opt = ct.CompressedAdamW(model.parameters(), lr=1e-2, weight_decay=0.01, **kw)
+    ddp = wrapper(model, broadcast_buffers=False)
+    traffic = ct.AllReduceTraffic()
+    if layerwise:
+        opt.attach_ddp(ddp, traffic, ct.counting_allreduce_hook)
+    else:
+        ddp.register_comm_hook(traffic, ct.counting_allreduce_hook)
+    per = GLOBAL_BATCH // world
+    micro = per // accum
+    payload = []
+    for step in range(STEPS):
+        ids = global_batch(step)[rank * per:(rank + 1) * per]
+        traffic.reset()
+        for k in range(accum):
+            part = ids[k * micro:(k + 1) * micro]
+            with ddp.no_sync() if k < accum - 1 else contextlib.nullcontext():
+                (ddp(part, part) / accum).backward()
+        payload.append((traffic.total_bytes, traffic.compressed_bytes))
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    final = model.state_dict()
+    dist.barrier()
+    del ddp, opt
+    teardown()
+    return final, payload
+
+
+LAYERWISE_RUNS = {  # name: (wrapper, accumulation steps, layer-wise)
+    "ct-plain": (ct.DistributedDataParallel, 1, False),
+    "ct": (ct.DistributedDataParallel, 1, True),
+    "torch": (torch.nn.parallel.DistributedDataParallel, 1, True),
+    "ct-view": (functools.partial(ct.DistributedDataParallel, gradient_as_bucket_view=True), 1, True),
+    "ct-accum": (ct.DistributedDataParallel, 2, True),
+    "ct-accum-plain": (ct.DistributedDataParallel, 2, False),
+}
+
+
+def layerwise_main(rank, world, port, out_dir):
+    for i, (name, (wrapper, accum, layerwise)) in enumerate(LAYERWISE_RUNS.items()):
+        final, payload = layerwise_run(rank, world, port + i, wrapper, accum, layerwise)
+        torch.save({"final": final, "payload": payload}, os.path.join(out_dir, f"layerwise_{name}{rank}.pt"))
+
+
+def unattached_main(rank, world, port, out_dir):
+    """A layer-wise CompressedAdamW under DDP without attach_ddp: the first backward must raise on both ranks before
+    anything is stepped. Writes each rank's message and whether the weights stayed."""
+    torch.set_num_threads(1)
+    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    model, _ = build(True)
+    opt = ct.CompressedAdamW(model.parameters(), lr=1e-2, layerwise=True)
+    ddp = ct.DistributedDataParallel(model, broadcast_buffers=False)
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    ids = global_batch(0)[rank:rank + 1]
+    try:
+        ddp(ids, ids).backward()
+        message = "no error"
+    except ct.CompactError as e:
+        message = str(e)
+    unchanged = all(torch.equal(p, before[n]) for n, p in model.named_parameters())
+    with open(os.path.join(out_dir, f"unattached{rank}.txt"), "w") as f:
+        f.write(f"{unchanged}\n{message}")
+    dist.barrier()
+    del ddp, opt
     teardown()

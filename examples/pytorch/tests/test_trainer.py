@@ -141,6 +141,57 @@ def test_a_peft_lora_model_trains_under_the_trainer_and_its_frozen_weights_stay(
     assert losses(t)[-1] < losses(t)[0]
 
 
+@pytest.mark.skipif(not hasattr(torch.Tensor, "register_post_accumulate_grad_hook"),
+                    reason=f"layer-wise updates need torch >= 2.1; this is torch {torch.__version__}")
+def test_a_layerwise_optimizer_with_accumulation_gives_the_plain_trainer_run_bit_for_bit(tmp_path):
+    """optimizers=(CompressedAdamW(layerwise=True, accumulation_steps=2), None) with gradient_accumulation_steps=2 and
+    max_grad_norm=0: the parameters are stepped inside the second backward pass of each step, with the learning rate
+    the scheduler set; the Trainer's step() and zero_grad() find nothing left to do. With clipping on, the Trainer
+    stops at its first optimizer step with the reason."""
+    runs = []
+    for layerwise in (False, True):
+        model = llama()
+        a = args(tmp_path / str(layerwise), max_steps=4, per_device_train_batch_size=2, gradient_accumulation_steps=2,
+                 max_grad_norm=0.0)
+        kw = dict(layerwise=True, accumulation_steps=2) if layerwise else {}
+        opt = ct.CompressedAdamW(model.parameters(), lr=a.learning_rate, weight_decay=0.0, **kw)
+        t = transformers.Trainer(model=model, args=a, train_dataset=Tokens(), optimizers=(opt, None))
+        t.train()
+        runs.append((model, [h for h in t.state.log_history if "loss" in h]))
+    (plain, plain_logs), (lw, lw_logs) = runs
+    for (name, x), y in zip(plain.state_dict().items(), lw.state_dict().values()):
+        assert torch.equal(x, y), name
+    for key in ("loss", "learning_rate"):
+        assert [h[key] for h in plain_logs] == [h[key] for h in lw_logs], key
+    # The Trainer computes the logged norm from .grad (through accelerate), which the layer-wise steps freed.
+    assert [h["grad_norm"] for h in lw_logs] == [0.0] * 4 and all(h["grad_norm"] > 0 for h in plain_logs)
+    assert len({h["learning_rate"] for h in lw_logs}) == 4  # the scheduler moved the rate the steps used
+
+    model = llama()
+    opt = ct.CompressedAdamW(model.parameters(), lr=1e-2, layerwise=True, accumulation_steps=2)
+    t = transformers.Trainer(model=model, args=args(tmp_path / "clip", max_steps=1, per_device_train_batch_size=2,
+                                                    gradient_accumulation_steps=2, max_grad_norm=1.0),
+                             train_dataset=Tokens(), optimizers=(opt, None))
+    with pytest.raises(ct.CompactError, match="max_grad_norm = 1.0.*cannot clip by the global norm.*max_grad_norm=0"):
+        t.train()
+
+
+@pytest.mark.skipif(not hasattr(torch.Tensor, "register_post_accumulate_grad_hook"),
+                    reason=f"layer-wise updates need torch >= 2.1; this is torch {torch.__version__}")
+def test_a_layerwise_optimizer_under_gradient_checkpointing_gives_the_plain_run(tmp_path):
+    """gradient_checkpointing=True (non-reentrant, transformers' default) recomputes each block inside the same
+    backward pass, before its parameters get their gradients: the same weights bit for bit."""
+    finals = []
+    for layerwise in (False, True):
+        model = llama()
+        a = args(tmp_path / str(layerwise), max_steps=3, max_grad_norm=0.0, gradient_checkpointing=True)
+        opt = ct.CompressedAdamW(model.parameters(), lr=a.learning_rate, weight_decay=0.0, layerwise=layerwise)
+        transformers.Trainer(model=model, args=a, train_dataset=Tokens(), optimizers=(opt, None)).train()
+        finals.append(model.state_dict())
+    for (name, x), y in zip(finals[0].items(), finals[1].values()):
+        assert torch.equal(x, y), name
+
+
 def test_the_trainer_building_its_own_optimizer_raises_a_clear_error(tmp_path):
     import torch.optim.optimizer as optimizer_module
 

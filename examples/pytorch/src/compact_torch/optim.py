@@ -38,13 +38,23 @@ class CompressedAdamW(torch.optim.Optimizer):
         alpha: scale of the decompressed update of compressed layers (default 1, the value of every documented run;
             the paper uses 0.25 for pretraining).
 
+        layerwise: step each parameter inside backward, as soon as its gradient is complete, and free the gradient
+            at once (``torch.Tensor.register_post_accumulate_grad_hook``, torch >= 2.1), so the model's gradients
+            never all exist together. ``step()`` then only checks that it is called once per window, ``zero_grad()``
+            refuses to run mid-window, ``clip_grad_norm_`` over these parameters raises (except with max_norm = inf,
+            which returns the last window's norm), and under DDP ``attach_ddp(ddp)`` must be called. See
+            compact_torch.layerwise and docs/pytorch.md for the rules.
+        accumulation_steps: with layerwise=True, the number of backward passes summed into one update (the k-th
+            backward pass of each window steps).
+
     Raises CompactError when a CompactLinear's weight is given without its weight_ghat (the weight could never be
     updated). All layers that share a sketch (q/k/v, gate/up) must be given to the same optimizer. ``state_dict()``
     carries each compressed layer's sketch state (seed, stream, period, step), so model + optimizer state resume
     bit for bit; ``load_state_dict`` restores it into the layers and refuses a rank or distribution that differs.
     """
 
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, alpha=1.0):
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, alpha=1.0, layerwise=False,
+                 accumulation_steps=1):
         if not 0.0 <= lr:
             raise CompactError(f"compact: CompressedAdamW: argument lr = {lr} must be >= 0")
         if not (0.0 <= betas[0] < 1.0 and 0.0 <= betas[1] < 1.0):
@@ -53,8 +63,27 @@ class CompressedAdamW(torch.optim.Optimizer):
             raise CompactError(f"compact: CompressedAdamW: argument eps = {eps} must be >= 0")
         if not 0.0 <= weight_decay:
             raise CompactError(f"compact: CompressedAdamW: argument weight_decay = {weight_decay} must be >= 0")
+        if isinstance(accumulation_steps, bool) or not isinstance(accumulation_steps, int) or accumulation_steps < 1:
+            raise CompactError(f"compact: CompressedAdamW: argument accumulation_steps = {accumulation_steps!r} must "
+                               "be an int >= 1")
+        if accumulation_steps != 1 and not layerwise:
+            raise CompactError(f"compact: CompressedAdamW: argument accumulation_steps = {accumulation_steps} needs "
+                               "layerwise=True (otherwise the training loop decides when to call step())")
+        if layerwise:
+            from .layerwise import require_post_accumulate_hooks
+
+            require_post_accumulate_hooks()
+        self._layerwise = None
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, alpha=alpha))
         self._check_weights()
+        if layerwise:
+            from .layerwise import LayerwiseUpdates
+
+            updater = LayerwiseUpdates(self, accumulation_steps)
+            params = [p for group in self.param_groups for p in group["params"]]
+            updater.check_params(params)
+            updater.add_params(params)
+            self._layerwise = updater
 
     def add_param_group(self, param_group):
         if getattr(self, "_constructed", False):  # during __init__ the groups are checked together afterwards
@@ -62,7 +91,11 @@ class CompressedAdamW(torch.optim.Optimizer):
             params = [params] if isinstance(params, torch.Tensor) else list(params)
             param_group = dict(param_group, params=params)
             self._check_weights(params)
+            if self._layerwise is not None:
+                self._layerwise.check_params(params)
         super().add_param_group(param_group)
+        if getattr(self, "_layerwise", None) is not None:
+            self._layerwise.add_params(self.param_groups[-1]["params"])
 
     def _check_weights(self, extra=()):
         """A CompactLinear's weight without its weight_ghat would silently never train: refuse it (before anything
@@ -81,24 +114,59 @@ class CompressedAdamW(torch.optim.Optimizer):
 
     @torch.no_grad()
     def step(self, closure=None):
+        """One optimizer step over every parameter with a gradient. With layerwise=True the parameters were already
+        stepped during backward: step() only checks that it is called once per window (see attach_ddp)."""
         loss = None
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
+        if self._layerwise is not None:
+            self._layerwise.check_step()
+            return loss
         stepped = {}
         for group in self.param_groups:
             for p in group["params"]:
-                layer = owner_of(p)
+                layer = self._step_param(p, group)
                 if layer is not None:
-                    if p.grad is not None:
-                        self._compressed_update(p, layer, group)
                     stepped[id(layer._state)] = layer._state
-                elif p.grad is not None:
-                    self._dense_update(p, group)
-        # Advance P only after every layer of this step used it: once per sketch group (siblings share the state).
-        for state in stepped.values():
-            state[3] += 1
+        self._advance_sketches(stepped.values())
         return loss
+
+    def _step_param(self, p, group):
+        """Updates one parameter from its .grad (nothing when it has none); returns its CompactLinear, or None."""
+        layer = owner_of(p)
+        if p.grad is not None:
+            if layer is not None:
+                self._compressed_update(p, layer, group)
+            else:
+                self._dense_update(p, group)
+        return layer
+
+    @staticmethod
+    def _advance_sketches(states):
+        # Advance P only after every layer of this step used it: once per sketch group (siblings share the state).
+        for state in states:
+            state[3] += 1
+
+    def zero_grad(self, *args, **kwargs):
+        """As torch.optim.Optimizer.zero_grad. With layerwise=True it refuses to run in the middle of an accumulation
+        window (it would discard the gradients accumulated so far); between windows it releases what DDP wrote back
+        into .grad (single process: nothing is left)."""
+        if self._layerwise is not None:
+            self._layerwise.check_zero_grad()
+        super().zero_grad(*args, **kwargs)
+
+    def attach_ddp(self, ddp, state=None, hook=None):
+        """Layer-wise updates under DistributedDataParallel (``ddp``: compact_torch's or torch's own, built with
+        find_unused_parameters=False): registers a comm hook that runs ``hook(state, bucket)`` (default: DDP's own
+        all-reduce; e.g. ``counting_allreduce_hook`` with an AllReduceTraffic) and then steps the bucket's parameters
+        on the averaged gradient, on the window's last backward pass. Call it once, before the first backward, in
+        place of ``ddp.register_comm_hook``. Under torch's own DDP the compressed layers' Ghat, which that DDP leaves
+        alone, are averaged and stepped when backward ends."""
+        if self._layerwise is None:
+            raise CompactError("compact: CompressedAdamW.attach_ddp is for layerwise=True (a plain CompressedAdamW "
+                               "needs no hook: it steps after backward, on the reduced gradients)")
+        self._layerwise.attach_ddp(ddp, state, hook)
 
     def _compressed_update(self, p, layer, group):
         grad = p.grad
