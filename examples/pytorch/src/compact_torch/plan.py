@@ -88,13 +88,21 @@ def _adamw(model, lr):
                              foreach=False)
 
 
-def _compressed_adamw(model, lr):
+def _compressed_adamw(model, lr, layerwise=False):
     from .optim import CompressedAdamW
 
-    return CompressedAdamW(model.parameters(), lr=lr, weight_decay=0.0)
+    return CompressedAdamW(model.parameters(), lr=lr, weight_decay=0.0, **({"layerwise": True} if layerwise else {}))
 
 
-OPTIMIZERS = {"adamw": _adamw, "compressed-adamw": _compressed_adamw}
+def _compressed_adamw_layerwise(model, lr):
+    # Each parameter stepped inside backward and its gradient freed at once (compact_torch.layerwise).
+    return _compressed_adamw(model, lr, layerwise=True)
+
+
+OPTIMIZERS = {"adamw": _adamw, "compressed-adamw": _compressed_adamw,
+              "compressed-adamw-layerwise": _compressed_adamw_layerwise}
+# An optimizer's traced layer-wise form: "+layerwise" on a method with one is traced, not modelled.
+LAYERWISE_FORM = {"compressed-adamw": "compressed-adamw-layerwise"}
 
 # Modelled optimizer variants (not traced: see modelled()). A traced implementation replaces an entry here by one in
 # OPTIMIZERS (e.g. "compressed-adamw-8bit") and a method using it.
@@ -129,6 +137,10 @@ METHODS = {
                                 about="compact-all with attention=\"exact\""),
     "compact-all-ckpt": Method(ckpt=True, compress=_ALL, optimizer="compressed-adamw",
                                about="compact-all + checkpointing"),
+    "compact-all-lw": Method(compress=_ALL, optimizer="compressed-adamw-layerwise",
+                             about="compact-all with layer-wise updates (CompressedAdamW(layerwise=True))"),
+    "compact-all-lw-ckpt": Method(ckpt=True, compress=_ALL, optimizer="compressed-adamw-layerwise",
+                                  about="compact-all-lw + checkpointing"),
     "lora": Method(lora=True, about=f"PEFT LoRA, rank {LORA_RANK}, on the attention and MLP linears; AdamW on the "
                                     "adapters (needs peft)"),
     "lora-compact": Method(lora=True, compress=_COMPACT, optimizer="compressed-adamw",
@@ -443,6 +455,9 @@ def plan(model, batch, seq, dtype="fp32", method="full", rank=None, lr=1e-3, dev
     if device not in ("meta", "cpu"):
         raise PlanError(f"compact_torch.plan: device = {device!r} must be 'meta' (plan) or 'cpu' (measure)")
     _, spec, mods = parse_method(method)
+    if "layerwise" in mods and spec.optimizer in LAYERWISE_FORM:  # traced: the optimizer exists
+        spec = dataclasses.replace(spec, optimizer=LAYERWISE_FORM[spec.optimizer])
+        mods = tuple(m for m in mods if m != "layerwise")
     if rank is not None:
         if isinstance(rank, bool) or not isinstance(rank, (int, float)) or not rank > 0:
             raise PlanError(f"compact_torch.plan: rank = {rank!r} must be a number > 0 (< 1: a fraction of each "
