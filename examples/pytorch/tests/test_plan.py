@@ -28,6 +28,9 @@ TRACED = [
     "roberta:full:fp32", "roberta:ckpt:fp32", "roberta:compact:fp32", "roberta:compact-ckpt:fp32",
     "roberta:compact-all:fp32", "roberta:compact-all-exact:fp32", "roberta:compact-all-ckpt:fp32", "roberta:full:bf16",
     "roberta:compact-all:bf16",
+    # CompressedAdamW(layerwise=True): traced, by name or as +layerwise on a compact method
+    "llama:compact-all-lw:fp32", "llama:compact-all-lw-ckpt:fp32", "llama:compact-all-ckpt+layerwise:bf16",
+    "roberta:compact-all-lw:fp32",
 ]
 try:
     import peft  # noqa: F401
@@ -91,6 +94,13 @@ def test_8bit_moments_take_one_byte_per_value_and_a_scale_per_256(rows):
     assert planned["total"] == traced["total"] - (traced["optimizer"] - planned["optimizer"])
     assert planned["phase"] == traced["phase"] and planned["kind"] == "modelled"
     assert P.q8_bytes(256) == 260 and P.q8_bytes(257) == 265
+
+
+@needs_plan
+def test_traced_layerwise_updates_free_every_gradient_in_backward(rows):
+    plain, lw = rows["llama:compact-all-ckpt:fp32"]["meta"], rows["llama:compact-all-lw-ckpt:fp32"]["meta"]
+    assert plain["gradients"] > 0 and lw["gradients"] == 0  # a freed gradient is no .grad at the end: temporaries
+    assert lw["total"] < plain["total"]
 
 
 @needs_plan

@@ -38,10 +38,12 @@ What the plan counts, and where it can differ from a CPU measurement of the same
   --device cuda`` or ``gpu_memory.sh``.
 - compact's CPU backend mallocs bounded scratch outside torch (``memory.compact_scratch_bytes``): not in the totals.
 
-Optimizer configurations are pluggable (``OPTIMIZERS``); configurations that do not exist as code yet are *modelled*
-from the traced step's log by ``modelled()`` and labelled so: ``+8bit`` (every floating optimizer state tensor of
-more than one value held as 1 byte per value plus a 4-byte scale per block of 256 values) and ``+layerwise`` (each
-gradient applied and freed as soon as it is formed: at most one gradient alive).
+Optimizer configurations are pluggable (``OPTIMIZERS``). Layer-wise updates are traced where the optimizer has them
+(``+layerwise`` on a compact method runs ``CompressedAdamW(layerwise=True)``, as the methods ``compact-all-lw`` and
+``compact-all-lw-ckpt`` do); configurations that do not exist as code yet are *modelled* from the traced step's log by
+``modelled()`` and labelled so: ``+8bit`` (every floating optimizer state tensor of more than one value held as 1 byte
+per value plus a 4-byte scale per block of 256 values) and ``+layerwise`` on torch's AdamW (each gradient applied and
+freed as soon as it is formed: at most one gradient alive).
 """
 import argparse
 import contextlib
@@ -445,7 +447,7 @@ def plan(model, batch, seq, dtype="fp32", method="full", rank=None, lr=1e-3, dev
     (nothing allocated); ``device="cpu"`` runs the same step for real under the tracker (the reference the tests
     compare with; small models only). Returns a dict: the tracker's categories in bytes ("weights", "gradients",
     "optimizer", "activations", "temporaries"), "total" (their sum, the peak's training bytes), "phase" of the
-    peak, "kind" ("traced", or "modelled" with +8bit/+layerwise), "traced" (the traced step's report when modelled)
+    peak, "kind" ("traced", or "modelled" with +8bit, or +layerwise on AdamW), "traced" (the traced step's report when modelled)
     and the arguments. Installs the tracker's allocator hooks for the rest of the process (see memory.py).
     """
     _require_torch()
@@ -676,7 +678,8 @@ def main(argv=None):
     p.add_argument("--seq", type=int, default=256)
     p.add_argument("--dtype", default="bf16", help=f"weights' dtype: {', '.join(DTYPES)}")
     p.add_argument("--method", default="full,compact",
-                   help="comma-separated: " + ", ".join(METHODS) + "; each optionally +8bit and/or +layerwise")
+                   help="comma-separated: " + ", ".join(METHODS) + "; each optionally +8bit (modelled) and/or "
+                        "+layerwise (traced on compact methods, modelled on AdamW)")
     p.add_argument("--rank", type=float, default=None, help="compress()'s rank for the compact methods (default 0.25)")
     p.add_argument("--markdown", action="store_true", help="a Markdown table (for docs)")
     p.add_argument("--json", action="store_true", help="one JSON object per method")
@@ -688,7 +691,8 @@ def main(argv=None):
     if args.list:
         for name, m in METHODS.items():
             print(f"{name:18s} {m.about}")
-        print("modifiers (modelled): +8bit, +layerwise;  models: " + ", ".join(MODELS))
+        print("modifiers: +8bit (modelled), +layerwise (traced on compact methods, modelled on AdamW);  models: "
+              + ", ".join(MODELS))
         return 0
     methods = [m.strip() for m in args.method.split(",") if m.strip()]
     try:
