@@ -92,7 +92,7 @@ def test_8bit_moments_take_one_byte_per_value_and_a_scale_per_256(rows):
     assert traced["optimizer"] == sum(2 * 4 * n + 4 for n in numels)
     assert planned["optimizer"] == sum(2 * P.q8_bytes(n) + 4 for n in numels)
     assert planned["total"] == traced["total"] - (traced["optimizer"] - planned["optimizer"])
-    assert planned["phase"] == traced["phase"] and planned["kind"] == "modelled"
+    assert planned["phase"] == traced["phase"] and planned["kind"] == "modelled 8bit"
     assert P.q8_bytes(256) == 260 and P.q8_bytes(257) == 265
 
 
@@ -108,7 +108,7 @@ def test_layerwise_keeps_at_most_one_gradient(rows):
     for spec in ("llama:full+layerwise:fp32", "llama:compact-all-ckpt+8bit+layerwise:fp32"):
         r = rows[spec]
         assert r["meta"]["gradients"] <= max(r["param_bytes"])
-        assert r["meta"]["kind"] == "modelled"
+        assert r["meta"]["kind"] == {"llama:full+layerwise:fp32": "modelled layerwise"}.get(spec, "modelled 8bit")
         assert {k: r["meta"][k] for k in CATEGORIES} == {k: r["cpu"][k] for k in CATEGORIES}  # same rule, same log
     both = rows["llama:compact-all-ckpt+8bit+layerwise:fp32"]
     assert both["meta"]["total"] < both["meta_traced"]["total"]
@@ -127,7 +127,7 @@ def test_the_command_line_prints_a_table(tmp_path):
     lines = [line for line in out.stdout.splitlines() if line.startswith("| ")]
     assert lines[0].startswith("| method | weights") and len(lines) == 3
     assert lines[1].startswith("| full |") and "traced" in lines[1]
-    assert lines[2].startswith("| compact+8bit |") and "modelled" in lines[2]
+    assert lines[2].startswith("| compact+8bit |") and "modelled 8bit" in lines[2]
 
 
 @needs_plan

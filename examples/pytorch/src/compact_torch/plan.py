@@ -447,7 +447,8 @@ def plan(model, batch, seq, dtype="fp32", method="full", rank=None, lr=1e-3, dev
     (nothing allocated); ``device="cpu"`` runs the same step for real under the tracker (the reference the tests
     compare with; small models only). Returns a dict: the tracker's categories in bytes ("weights", "gradients",
     "optimizer", "activations", "temporaries"), "total" (their sum, the peak's training bytes), "phase" of the
-    peak, "kind" ("traced", or "modelled" with +8bit, or +layerwise on AdamW), "traced" (the traced step's report when modelled)
+    peak, "kind" ("traced", or "modelled 8bit", "modelled layerwise", "modelled 8bit+layerwise": the modifiers
+    modelled on the traced step), "traced" (the traced step's report when modelled)
     and the arguments. Installs the tracker's allocator hooks for the rest of the process (see memory.py).
     """
     _require_torch()
@@ -528,7 +529,7 @@ def plan(model, batch, seq, dtype="fp32", method="full", rank=None, lr=1e-3, dev
     if mods:
         traced = dict(out)
         out.update(modelled(records, tracker.start_seq, tracker.saved_records, report, net, opt, marks, mods))
-        out["kind"] = "modelled"
+        out["kind"] = "modelled " + "+".join(mods)  # what is modelled; the rest of the step is traced
         out["traced"] = traced
     return out
 
