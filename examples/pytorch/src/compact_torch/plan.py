@@ -133,6 +133,11 @@ METHODS = {
     "compact-ckpt": Method(ckpt=True, compress=_COMPACT, optimizer="compressed-adamw", about="compact + checkpointing"),
     "compact-linears": Method(compress=dict(_COMPACT, saved="linears"), optimizer="compressed-adamw",
                               about="compress(saved=\"linears\"): CompAct on every linear of a block"),
+    "compact-loss": Method(compress=dict(_COMPACT, saved="loss"), optimizer="compressed-adamw",
+                           about="compress(saved=\"loss\"): the paper's layers, the LM head and loss in chunks"),
+    "compact-activations": Method(compress=dict(_COMPACT, saved="activations"), optimizer="compressed-adamw",
+                                  about="compress(saved=\"activations\"): the paper's layers, the rest autograd "
+                                        "saves in the 8-bit codec"),
     "compact-all": Method(compress=_ALL, optimizer="compressed-adamw",
                           about="compress(saved=\"all\"): every linear, chunked LM head and loss, 8-bit saved tensors"),
     "compact-all-exact": Method(compress=dict(_ALL, attention="exact"), optimizer="compressed-adamw",
