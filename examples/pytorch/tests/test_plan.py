@@ -23,7 +23,8 @@ CATEGORIES = ("weights", "gradients", "optimizer", "activations", "temporaries",
 
 TRACED = [
     "llama:full:fp32", "llama:ckpt:fp32", "llama:compact:fp32", "llama:compact-ckpt:fp32",
-    "llama:compact-linears:fp32", "llama:compact-loss:fp32", "llama:compact-activations:fp32", "llama:compact-all:fp32", "llama:compact-all-exact:fp32",
+    "llama:compact-linears:fp32", "llama:compact-loss:fp32", "llama:compact-activations:fp32",
+    "llama:compact-all:fp32", "llama:compact-all-exact:fp32",
     "llama:compact-all-ckpt:fp32", "llama:full:bf16", "llama:compact:bf16", "llama:compact-all-ckpt:bf16",
     "roberta:full:fp32", "roberta:ckpt:fp32", "roberta:compact:fp32", "roberta:compact-ckpt:fp32",
     "roberta:compact-all:fp32", "roberta:compact-all-exact:fp32", "roberta:compact-all-ckpt:fp32", "roberta:full:bf16",
