@@ -194,6 +194,51 @@ class TrackingAllocator final : public c10::Allocator {
 
 TrackingAllocator* installed_allocator = nullptr;
 
+/// Wraps the meta device's allocator (c10's serves every meta tensor's storage and allocates nothing): each meta
+/// allocation of n > 0 bytes is given a unique placeholder address (a one-byte heap block, never read or written, so
+/// it cannot coincide with a live CPU allocation) and logged in the same log, with the same sequence numbers, as a CPU
+/// allocation of n bytes; its release is logged when the storage dies. A step run on the meta device is then counted
+/// byte for byte as if its tensors were allocated (compact_torch.plan).
+class MetaTrackingAllocator final : public c10::Allocator {
+ public:
+  explicit MetaTrackingAllocator(c10::Allocator* base) : base_(base) {}
+
+  c10::DataPtr allocate(size_t n) const { return wrap(n); }
+  c10::DataPtr allocate(size_t n) { return wrap(n); }
+  void copy_data(void* /*dest*/, const void* /*src*/, std::size_t /*count*/) const {}
+
+  c10::Allocator* base() const { return base_; }
+
+ private:
+  static c10::DataPtr wrap(size_t n) {
+    const c10::Device device(c10::DeviceType::Meta);
+    if (n == 0) return c10::DataPtr(nullptr, nullptr, &noop, device);
+    void* placeholder = ::operator new(1);
+    tracker().on_alloc(placeholder, static_cast<std::int64_t>(n));
+    return c10::DataPtr(placeholder, placeholder, &release, device);
+  }
+
+  static void noop(void* /*ctx*/) {}
+
+  static void release(void* placeholder) {
+    tracker().on_free(placeholder);
+    ::operator delete(placeholder);
+  }
+
+  c10::Allocator* base_;
+};
+
+MetaTrackingAllocator* installed_meta_allocator = nullptr;
+
+/// Routes every later meta tensor allocation through the tracker (idempotent): meta tensors then carry placeholder
+/// data pointers, unique while they live.
+void tracker_install_meta() {
+  if (installed_meta_allocator != nullptr) return;
+  installed_meta_allocator = new MetaTrackingAllocator(c10::GetAllocator(c10::DeviceType::Meta));
+  c10::SetAllocator(c10::DeviceType::Meta, installed_meta_allocator,
+                    /*priority=*/std::numeric_limits<std::uint8_t>::max());
+}
+
 /// Routes every later CPU tensor allocation through the tracker (idempotent). Tensors allocated before are not seen.
 void tracker_install() {
   if (installed_allocator != nullptr) return;
@@ -229,6 +274,8 @@ PYBIND11_MODULE(_memtrack, m) {
   m.doc() = "byte-exact CPU allocation tracker (a measuring tool: installing it replaces torch's CPU allocator)";
   m.def("install", &mt::tracker_install, "route later CPU tensor allocations through the tracker (idempotent)");
   m.def("installed", &mt::tracker_installed);
+  m.def("install_meta", &mt::tracker_install_meta,
+        "also log later meta-device allocations (placeholder addresses, the bytes they would hold) (idempotent)");
   m.def(
       "start", [] { return mt::tracker().start(); },
       "start logging allocations (live ones first); returns the current sequence number");

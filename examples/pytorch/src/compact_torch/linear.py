@@ -538,7 +538,8 @@ class CompactLinear(nn.Module):
         and each rank updates its own (P does not depend on the row)."""
         w = _local(self.weight)
         n = _local(update)
-        direct = (w.dtype in (torch.float32, torch.float64) if w.device.type == "cpu"
+        # A meta tensor (compact_torch.plan's trace) takes the CPU's path, whose memory the plan reproduces.
+        direct = (w.dtype in (torch.float32, torch.float64) if w.device.type in ("cpu", "meta")
                   else w.dtype in (torch.float32, torch.float16, torch.bfloat16))
         if direct and not self.transposed:
             _ext.ops.unsketch_grad_(w, n if n.dtype == w.dtype else n.to(w.dtype), float(alpha), float(beta),

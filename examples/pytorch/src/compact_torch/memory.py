@@ -22,6 +22,8 @@ log, so does the peak, and so does the set of allocations live at the peak. Each
 The count is exact for torch tensors; memory that a library mallocs itself is not seen, which for compact is the
 bounded scratch of its CPU backend (``compact_torch._ext.cpu_scratch_bytes``), reported next to the peak.
 ``profiler_peak`` measures the same step's peak with ``torch.profiler`` (``profile_memory=True``) for comparison.
+``CpuMemoryTracker(meta=True)`` also logs meta-device storages as the bytes they would hold, with placeholder
+addresses: compact_torch.plan runs a step on the meta device under it.
 """
 import array
 
@@ -106,9 +108,15 @@ class CpuMemoryTracker:
     before the tracker is installed are invisible to it (``analyze`` refuses to classify them). Installing it
     replaces torch's CPU allocator for the rest of the process; use it in measuring scripts and tests only."""
 
-    def __init__(self):
+    def __init__(self, meta=False):
         self._mt = _memtrack()
         self._mt.install()
+        # meta=True also counts meta tensors as the bytes they would hold (compact_torch.plan): their storages get
+        # placeholder addresses, unique while they live, and go into the same log.
+        self._devices = ("cpu", "meta") if meta else ("cpu",)
+        if meta:
+            self._mt.install_meta()
+        self.records = None
         self._start_seq = None
         self._missed = 0
         self._saved = None
@@ -116,6 +124,11 @@ class CpuMemoryTracker:
 
     def live_bytes(self):
         return int(self._mt.live_bytes())
+
+    @property
+    def start_seq(self):
+        """The sequence number at the last ``start()`` (log rows allocated at or before it were live then)."""
+        return self._start_seq
 
     def seq(self):
         """The allocator's sequence number now (to mark phases of a step: compare with the report's peak_seq)."""
@@ -133,7 +146,7 @@ class CpuMemoryTracker:
         self._start_seq = int(self._mt.start())
 
     def _pack(self, t):
-        ptr = storage_of(t).data_ptr() if t.numel() and t.device.type == "cpu" else 0
+        ptr = storage_of(t).data_ptr() if t.numel() and t.device.type in self._devices else 0
         if ptr:
             self._saved.append(ptr)
             self._saved.append(int(self._mt.seq()))
@@ -150,6 +163,8 @@ class CpuMemoryTracker:
             torch.zeros(0, 4, dtype=torch.int64)
         saved = torch.frombuffer(self._saved, dtype=torch.int64).reshape(-1, 2) if len(self._saved) else \
             torch.zeros(0, 2, dtype=torch.int64)
+        # The log and the saved-tensor notes, for a caller that analyzes a variant of the step (compact_torch.plan).
+        self.records, self.saved_records = records, saved
         report = analyze(records, self._start_seq, tensors_by_category, saved)
         # Storages released without the tracker's deleter during the step (closed when their address came back).
         report["missed_frees"] = int(self._mt.missed_frees()) - self._missed
@@ -163,7 +178,7 @@ def _unpack(t):
     return t
 
 
-def analyze(records, start_seq, tensors_by_category, saved=None):
+def analyze(records, start_seq, tensors_by_category, saved=None, at_seq=None):
     """Peak live bytes over the log and the bytes of each category live at that moment.
 
     ``records``: int64 rows (ptr, bytes, alloc_seq, free_seq or -1 if still live); rows with alloc_seq <= start_seq
@@ -171,7 +186,8 @@ def analyze(records, start_seq, tensors_by_category, saved=None):
     sequence number at the moment of saving. Returns {"peak": bytes, "weights", "gradients", "optimizer",
     "activations", "temporaries", "other"} (the categories sum to the peak), "total" (= peak - other), "peak_seq" (the
     sequence number at the peak, to place it among marks taken with the tracker's ``seq()``) and "end": the
-    categories live at the end.
+    categories live at the end. Given ``at_seq``, the same for the moment just after that sequence number instead of
+    the peak ("peak" is then the live bytes at that moment).
     """
     ptr, nbytes, alloc, free = (records[:, k] for k in range(4))
     base = int(nbytes[alloc <= start_seq].sum())
@@ -181,7 +197,10 @@ def analyze(records, start_seq, tensors_by_category, saved=None):
     deltas = torch.cat([nbytes[new], -nbytes[freed]])
     order = torch.argsort(seqs)
     live = base + torch.cumsum(deltas[order], 0)
-    if live.numel() == 0 or int(live.max()) <= base:
+    if at_seq is not None:
+        before = seqs[order] <= at_seq
+        peak, t_peak = (int(live[before][-1]) if bool(before.any()) else base), int(at_seq)
+    elif live.numel() == 0 or int(live.max()) <= base:
         peak, t_peak = base, start_seq
     else:
         i = int(torch.argmax(live))  # first maximum
@@ -193,7 +212,7 @@ def analyze(records, start_seq, tensors_by_category, saved=None):
     for cat, tensors in tensors_by_category.items():
         for t in tensors:
             p = storage_of(t).data_ptr()
-            if p != 0 and t.device.type == "cpu":
+            if p != 0 and t.device.type in ("cpu", "meta"):
                 category_of.setdefault(p, cat)
     live_end_ptrs = set(ptr[~freed].tolist())
     missing = [c for p, c in category_of.items() if p not in live_end_ptrs]

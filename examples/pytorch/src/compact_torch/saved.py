@@ -104,7 +104,8 @@ class SavedCodec:
         if t.is_floating_point() and t.requires_grad and t.grad_fn is not None:
             if t.dtype in (torch.float32, torch.float16, torch.bfloat16):
                 return "sr8"
-        if t.is_floating_point() and not t.requires_grad and t.device.type == "cpu" and \
+        # (a meta tensor, compact_torch.plan's trace, takes the CPU's paths here and in _encode)
+        if t.is_floating_point() and not t.requires_grad and t.device.type in ("cpu", "meta") and \
                 not isinstance(t, torch.nn.Parameter):
             return "mask?"  # the CPU's dropout saves its mask as floats {0, 1/(1-p)}: bits if it is one
         return None
@@ -162,7 +163,7 @@ class SavedCodec:
             if kind == "mask":  # exact: the bits of t != 0, and the one nonzero value as a 1-element tensor
                 return _Encoded("mask", pack_bits(t != 0), t.new_full((1,), value), t.shape, t.dtype, t.device)
             x = t.detach()
-            if x.device.type == "cpu" and x.dtype != torch.float32:
+            if x.device.type in ("cpu", "meta") and x.dtype != torch.float32:
                 x = x.float()  # compact's CPU codec reads fp32; 16-bit values widen exactly
             window = self._window
             self._window += 1
