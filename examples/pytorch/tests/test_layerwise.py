@@ -24,10 +24,11 @@ def batch(step, b=4, t=16, vocab=40):
     return torch.randint(0, vocab, (b, t), generator=g)
 
 
-def make(layerwise, accum=1, seed=0, dtype=torch.float32):
+def make(layerwise, accum=1, seed=0, dtype=torch.float32, moments="fp32"):
     model = ct.compress(tiny_llama(seed=seed, dtype=dtype), rank=0.25, dist="srht", period=3, seed=11)
     kw = dict(layerwise=True, accumulation_steps=accum) if layerwise else {}
-    return model, ct.CompressedAdamW(model.parameters(), lr=3e-3, weight_decay=0.01, **kw)
+    return model, ct.CompressedAdamW(model.parameters(), lr=3e-3, weight_decay=0.01, moments=moments,
+                                     full_rank_moments=moments, **kw)
 
 
 def train(model, opt, steps, accum=1, call_step=True):
@@ -46,15 +47,22 @@ def assert_same(a, b):
     assert ct.optim.sketch_states(a) == ct.optim.sketch_states(b)
 
 
+@pytest.mark.parametrize("moments", ["fp32", "8bit"])
 @pytest.mark.parametrize("accum", [1, 3])
-def test_layerwise_steps_equal_step_after_backward_bit_for_bit(accum):
+def test_layerwise_steps_equal_step_after_backward_bit_for_bit(accum, moments):
     # Each parameter's update reads only its own gradient, its own moments, its group's lr and its layer's P, which
     # are the same values in both runs; so the two trajectories agree exactly, across the window change at step 3.
-    ref, ref_opt = make(False)
-    lw, lw_opt = make(True, accum)
+    ref, ref_opt = make(False, moments=moments)
+    lw, lw_opt = make(True, accum, moments=moments)
     train(ref, ref_opt, range(5), accum)
     train(lw, lw_opt, range(5), accum, call_step=False)  # the loop's step() is not needed
     assert_same(ref, lw)
+    quantized = [st for st in lw_opt.state.values() if "exp_avg_q" in st]
+    assert bool(quantized) == (moments == "8bit")  # the 8-bit step ran (the embeddings have >= 4096 values)
+    for p, q in zip(ref.parameters(), lw.parameters()):  # the state in parameter order (stepped in another order)
+        a, b = ref_opt.state.get(p, {}), lw_opt.state.get(q, {})
+        assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) if torch.is_tensor(a[k]) else a[k] == b[k]
+                                            for k in a)
     assert {layer.step for layer in ct.compact_layers(lw)} == {5}
 
 
