@@ -584,6 +584,7 @@ def plan(model, batch, seq, dtype="fp32", method="full", rank=None, lr=1e-3, dev
         traced = dict(out)
         out.update(modelled(records, tracker.start_seq, tracker.saved_records, report, net, opt, marks, mods))
         out["kind"] = "modelled " + "+".join(mods)  # what is modelled; the rest of the step is traced
+        out["phase_peaks"] = None  # modelled() models the peak only (the traced step's are in "traced")
         out["traced"] = traced
     return out
 
