@@ -2,7 +2,7 @@
 """Will it fit? The peak training memory of a Hugging Face model, planned without allocating it.
 
     python -m compact_torch.plan --model llama-7b --batch 16 --seq 256 --dtype bf16 \\
-        --method full,ckpt,compact,compact-all-ckpt,compact-all-ckpt+8bit+layerwise
+        --method full,ckpt,compact,compact-all-ckpt,compact-all-8bit-lw-ckpt --rank 0.125
 
 ``plan()`` runs the *real* training step of a method -- model construction, ``compress()``, forward, loss, backward,
 optimizer step, after a first step at batch 1 has created the optimizer state, as ``peer_memory.py`` measures it --
@@ -38,12 +38,15 @@ What the plan counts, and where it can differ from a CPU measurement of the same
   --device cuda`` or ``gpu_memory.sh``.
 - compact's CPU backend mallocs bounded scratch outside torch (``memory.compact_scratch_bytes``): not in the totals.
 
-Optimizer configurations are pluggable (``OPTIMIZERS``). Layer-wise updates are traced where the optimizer has them
-(``+layerwise`` on a compact method runs ``CompressedAdamW(layerwise=True)``, as the methods ``compact-all-lw`` and
-``compact-all-lw-ckpt`` do); configurations that do not exist as code yet are *modelled* from the traced step's log by
-``modelled()`` and labelled so: ``+8bit`` (every floating optimizer state tensor of more than one value held as 1 byte
-per value plus a 4-byte scale per block of 256 values) and ``+layerwise`` on torch's AdamW (each gradient applied and
-freed as soon as it is formed: at most one gradient alive).
+Optimizer configurations are pluggable (``OPTIMIZERS``). Layer-wise updates and 8-bit moments are traced where the
+optimizer has them: ``+layerwise`` and ``+8bit`` on a method whose optimizer is CompressedAdamW run
+``CompressedAdamW(layerwise=True)`` and ``CompressedAdamW(moments="8bit", full_rank_moments="8bit")``, as the methods
+``compact-all-lw*`` and ``compact-all-8bit*`` do (the 8-bit step, ``torch.ops.compact.adamw8_step``, runs its fake
+kernel on meta tensors: in place, nothing allocated, as on the CPU). Only torch's AdamW (``full``, ``ckpt``, ``lora``)
+has neither in code: there the modifiers are *modelled* from the traced step's log by ``modelled()`` and labelled so:
+``+8bit`` (every floating optimizer state tensor of more than one value held as 1 byte per value plus a 4-byte scale
+per block of 256 values) and ``+layerwise`` (each gradient applied and freed as soon as it is formed: at most one
+gradient alive).
 """
 import argparse
 import contextlib
@@ -501,8 +504,9 @@ def plan(model, batch, seq, dtype="fp32", method="full", rank=None, lr=1e-3, dev
     compare with; small models only). Returns a dict: the tracker's categories in bytes ("weights", "gradients",
     "optimizer", "activations", "temporaries"), "total" (their sum, the peak's training bytes), "phase" of the
     peak, "kind" ("traced", or "modelled 8bit", "modelled layerwise", "modelled 8bit+layerwise": the modifiers
-    modelled on the traced step), "traced" (the traced step's report when modelled)
-    and the arguments. Installs the tracker's allocator hooks for the rest of the process (see memory.py).
+    modelled on the traced step), "phase_peaks" (the highest total within "forward", "backward" and "optimizer";
+    None when modelled), "traced" (the traced step's report when modelled) and the arguments. Installs the
+    tracker's allocator hooks for the rest of the process (see memory.py).
     """
     _require_torch()
     _check_sizes(batch, seq)
@@ -570,8 +574,9 @@ def plan(model, batch, seq, dtype="fp32", method="full", rank=None, lr=1e-3, dev
     phase_peaks = _phase_peaks(records, tracker.start_seq, memory.model_tensors(net, opt), tracker.saved_records,
                                marks)
     out = {k: report[k] for k in REPORTED}
-    out.update(total=report["total"], phase=phase, phase_peaks=phase_peaks, kind="traced", model=model if isinstance(model, str) else
-               config.model_type, batch=batch, seq=seq, dtype=dtype, method=method, device=device,
+    out.update(total=report["total"], phase=phase, phase_peaks=phase_peaks, kind="traced",
+               model=model if isinstance(model, str) else config.model_type, batch=batch, seq=seq, dtype=dtype,
+               method=method, device=device,
                rank=spec.compress["rank"] if spec.compress is not None else None)
     if not meta:  # the tracker's own peak, kernels' scratch included (see op_level)
         out["tracker_total"] = raw["total"]
@@ -758,8 +763,8 @@ def main(argv=None):
     p.add_argument("--seq", type=int, default=256)
     p.add_argument("--dtype", default="bf16", help=f"weights' dtype: {', '.join(DTYPES)}")
     p.add_argument("--method", default="full,compact",
-                   help="comma-separated: " + ", ".join(METHODS) + "; each optionally +8bit (modelled) and/or "
-                        "+layerwise (traced on compact methods, modelled on AdamW)")
+                   help="comma-separated: " + ", ".join(METHODS) + "; each optionally +8bit and/or +layerwise "
+                        "(traced on CompressedAdamW's methods, modelled on AdamW's: full, ckpt, lora)")
     p.add_argument("--rank", type=float, default=None, help="compress()'s rank for the compact methods (default 0.25)")
     p.add_argument("--markdown", action="store_true", help="a Markdown table (for docs)")
     p.add_argument("--json", action="store_true", help="one JSON object per method")
@@ -771,7 +776,7 @@ def main(argv=None):
     if args.list:
         for name, m in METHODS.items():
             print(f"{name:18s} {m.about}")
-        print("modifiers: +8bit (modelled), +layerwise (traced on compact methods, modelled on AdamW);  models: "
+        print("modifiers: +8bit, +layerwise (traced on CompressedAdamW's methods, modelled on AdamW's);  models: "
               + ", ".join(MODELS))
         return 0
     methods = [m.strip() for m in args.method.split(",") if m.strip()]
