@@ -3,7 +3,9 @@
 one JSON line per configuration (test_plan.py runs it in a process of its own: the planner installs the tracker's
 allocator hooks, CPU and meta, for the rest of its process).
 
-    python _plan_worker.py llama:full:fp32 roberta:compact-all:fp32 ...
+    python _plan_worker.py llama:full:fp32 roberta:compact-all:fp32 llama:compact-all-8bit:fp32:64 ...
+
+(kind:method:dtype, optionally :rank for compress()).
 """
 import json
 import sys
@@ -30,10 +32,11 @@ def tiny(kind):
 def main(specs):
     torch.set_num_threads(1)
     for spec in specs:
-        kind, method, dtype = spec.split(":")
+        kind, method, dtype, *rank = spec.split(":")
+        rank = float(rank[0]) if rank else None
         row = {"spec": spec}
         for device in ("cpu", "meta"):
-            r = P.plan(tiny(kind), 2, 32, dtype, method, device=device)
+            r = P.plan(tiny(kind), 2, 32, dtype, method, rank=rank, device=device)
             row[device] = {k: v for k, v in r.items() if k != "traced"}
             if "traced" in r:
                 row[device + "_traced"] = r["traced"]
@@ -41,7 +44,22 @@ def main(specs):
             net = P.build_model(tiny(kind), "meta", P.DTYPES[dtype])
             row["param_numels"] = [p.numel() for p in net.parameters()]
             row["param_bytes"] = [p.numel() * p.element_size() for p in net.parameters()]
+        if "8bit" in method and r["kind"] == "traced":
+            row["q8_numels"] = q8_numels(kind, method, dtype, rank)
         print(json.dumps(row), flush=True)
+
+
+def q8_numels(kind, method, dtype, rank):
+    """The values of each moment CompressedAdamW holds in 8 bits in this configuration, after a real CPU step."""
+    base, spec, mods = P.parse_method(method)
+    spec, _ = P.traced_form(method, spec, mods)
+    if rank is not None:
+        spec = P.dataclasses.replace(spec, compress=dict(spec.compress, rank=rank))
+    torch.manual_seed(0)
+    net, opt = P.setup(spec, P.build_model(tiny(kind), "cpu", P.DTYPES[dtype]))
+    net(**P.make_batch(net.config, 1, 8, "cpu")).loss.backward()
+    opt.step()
+    return sorted(st["exp_avg_q"].numel() for st in opt.state.values() if "exp_avg_q" in st)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ pytest.importorskip("transformers", reason="compact_torch.plan builds Hugging Fa
 from compact_torch import plan as P  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-CATEGORIES = ("weights", "gradients", "optimizer", "activations", "temporaries", "total", "phase")
+CATEGORIES = ("weights", "gradients", "optimizer", "activations", "temporaries", "total", "phase", "phase_peaks")
 
 TRACED = [
     "llama:full:fp32", "llama:ckpt:fp32", "llama:compact:fp32", "llama:compact-ckpt:fp32",
@@ -32,15 +32,24 @@ TRACED = [
     # CompressedAdamW(layerwise=True): traced, by name or as +layerwise on a compact method
     "llama:compact-all-lw:fp32", "llama:compact-all-lw-ckpt:fp32", "llama:compact-all-ckpt+layerwise:bf16",
     "roberta:compact-all-lw:fp32",
+    # CompressedAdamW(moments="8bit", full_rank_moments="8bit"): traced, by name or as +8bit on a compact method. At
+    # the default rank every compressed layer's m x r moments are under MIN_8BIT_NUMEL (4096) values and stay fp32, so
+    # most rows use rank 64 (":64"), where q, o, gate, up, down and the head hold theirs in 8 bits and k, v (32 x 64)
+    # do not.
+    "llama:compact-all-8bit:fp32", "llama:compact-all:fp32:64", "llama:compact-all-8bit:fp32:64",
+    "llama:compact-all-8bit:bf16:64", "llama:compact-all-8bit-ckpt:fp32:64", "llama:compact-all-8bit-lw:bf16:64",
+    "llama:compact-all-8bit-lw-ckpt:fp32:64", "llama:compact-all-ckpt+8bit+layerwise:bf16:64",
+    "llama:compact+8bit:fp32:64", "roberta:compact-all-8bit:fp32:64", "roberta:compact-all-8bit-lw:bf16:64",
 ]
 try:
     import peft  # noqa: F401
 
-    TRACED += ["llama:lora:fp32", "llama:lora-compact:fp32", "roberta:lora:fp32"]
+    TRACED += ["llama:lora:fp32", "llama:lora-compact:fp32", "roberta:lora:fp32", "llama:lora-compact+8bit:fp32"]
 except ImportError:  # the LoRA methods need peft; the rest is tested without it
     pass
-MODELLED = ["llama:full+8bit:fp32", "llama:compact-all+8bit:bf16", "llama:full+layerwise:fp32",
-            "llama:compact-all-ckpt+8bit+layerwise:fp32"]
+# Modelled: the modifiers on torch.optim.AdamW (full, ckpt, lora), which has no 8-bit or layer-wise form in code.
+MODELLED = ["llama:full+8bit:fp32", "llama:ckpt+8bit:bf16", "llama:full+layerwise:fp32",
+            "llama:ckpt+8bit+layerwise:fp32"]
 
 
 def env():
@@ -98,6 +107,22 @@ def test_8bit_moments_take_one_byte_per_value_and_a_scale_per_256(rows):
 
 
 @needs_plan
+def test_traced_8bit_moments_hold_one_byte_per_value_and_a_scale_per_256(rows):
+    # The traced 8-bit step against the fp32 one at the same rank: each moment pair CompressedAdamW keeps in 8 bits
+    # (q8_numels: the values of each, from a real CPU step; compressed layers' m x r and full-rank parameters alike)
+    # takes 2 n + 2 * 4 * ceil(n / 256) bytes instead of 2 * 4 * n; nothing else in the optimizer state changes.
+    fp32, q8 = rows["llama:compact-all:fp32:64"]["meta"], rows["llama:compact-all-8bit:fp32:64"]
+    numels = q8["q8_numels"]
+    assert 4096 in numels and 256 * 64 in numels  # a compressed q (64 x 64) and the embedding (256 x 64)
+    saved = sum(8 * n - (2 * n + 8 * -(-n // 256)) for n in numels)
+    assert fp32["optimizer"] - q8["meta"]["optimizer"] == saved > 0
+    assert q8["meta"]["kind"] == "traced" and q8["meta"]["total"] < fp32["total"]
+    # +8bit on a compact method is the same optimizer as the -8bit method
+    assert rows["llama:compact-all-ckpt+8bit+layerwise:bf16:64"]["meta"]["optimizer"] == \
+        rows["llama:compact-all-8bit:bf16:64"]["meta"]["optimizer"]
+
+
+@needs_plan
 def test_traced_layerwise_updates_free_every_gradient_in_backward(rows):
     plain, lw = rows["llama:compact-all-ckpt:fp32"]["meta"], rows["llama:compact-all-lw-ckpt:fp32"]["meta"]
     assert plain["gradients"] > 0 and lw["gradients"] == 0  # a freed gradient is no .grad at the end: temporaries
@@ -106,12 +131,13 @@ def test_traced_layerwise_updates_free_every_gradient_in_backward(rows):
 
 @needs_plan
 def test_layerwise_keeps_at_most_one_gradient(rows):
-    for spec in ("llama:full+layerwise:fp32", "llama:compact-all-ckpt+8bit+layerwise:fp32"):
+    for spec in ("llama:full+layerwise:fp32", "llama:ckpt+8bit+layerwise:fp32"):
         r = rows[spec]
         assert r["meta"]["gradients"] <= max(r["param_bytes"])
-        assert r["meta"]["kind"] == {"llama:full+layerwise:fp32": "modelled layerwise"}.get(spec, "modelled 8bit")
+        assert r["meta"]["kind"] == {"llama:full+layerwise:fp32": "modelled layerwise"}.get(
+            spec, "modelled 8bit+layerwise")
         assert {k: r["meta"][k] for k in CATEGORIES} == {k: r["cpu"][k] for k in CATEGORIES}  # same rule, same log
-    both = rows["llama:compact-all-ckpt+8bit+layerwise:fp32"]
+    both = rows["llama:ckpt+8bit+layerwise:fp32"]
     assert both["meta"]["total"] < both["meta_traced"]["total"]
 
 
@@ -122,13 +148,13 @@ def test_the_command_line_prints_a_table(tmp_path):
                                   "num_hidden_layers": 1, "num_attention_heads": 2, "vocab_size": 64,
                                   "max_position_embeddings": 64, "tie_word_embeddings": False}))
     out = subprocess.run([sys.executable, "-m", "compact_torch.plan", "--model", str(config), "--batch", "2",
-                          "--seq", "8", "--dtype", "fp32", "--method", "full,compact+8bit", "--markdown"],
+                          "--seq", "8", "--dtype", "fp32", "--method", "full+8bit,compact+8bit", "--markdown"],
                          capture_output=True, text=True, env=env(), timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     lines = [line for line in out.stdout.splitlines() if line.startswith("| ")]
     assert lines[0].startswith("| method | weights") and len(lines) == 3
-    assert lines[1].startswith("| full |") and "traced" in lines[1]
-    assert lines[2].startswith("| compact+8bit |") and "modelled 8bit" in lines[2]
+    assert lines[1].startswith("| full+8bit |") and "modelled 8bit" in lines[1]  # torch's AdamW: modelled
+    assert lines[2].startswith("| compact+8bit |") and "| traced |" in lines[2]  # CompressedAdamW: traced
 
 
 @needs_plan
@@ -157,6 +183,8 @@ def test_the_command_line_measures_on_the_cpu_for_the_cross_check(tmp_path):
     (["--batch", "0"], "batch = 0 must be a positive integer"),
     (["--seq", "-3"], "seq = -3 must be a positive integer"),
     (["--dtype", "fp8"], "--dtype 'fp8' must be one of fp32, bf16"),
+    (["--method", "compact-all-lw+layerwise"], "'compact-all-lw' already has layerwise"),
+    (["--method", "compact-all-8bit-ckpt+8bit"], "'compact-all-8bit-ckpt' already has 8bit"),
 ])
 def test_the_command_line_refuses_bad_arguments(args, message):
     out = subprocess.run([sys.executable, "-m", "compact_torch.plan", *args], capture_output=True, text=True,

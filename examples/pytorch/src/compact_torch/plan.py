@@ -2,7 +2,7 @@
 """Will it fit? The peak training memory of a Hugging Face model, planned without allocating it.
 
     python -m compact_torch.plan --model llama-7b --batch 16 --seq 256 --dtype bf16 \\
-        --method full,ckpt,compact,compact-all-ckpt,compact-all-ckpt+8bit+layerwise
+        --method full,ckpt,compact,compact-all-ckpt,compact-all-8bit-lw-ckpt --rank 0.125
 
 ``plan()`` runs the *real* training step of a method -- model construction, ``compress()``, forward, loss, backward,
 optimizer step, after a first step at batch 1 has created the optimizer state, as ``peer_memory.py`` measures it --
@@ -38,12 +38,15 @@ What the plan counts, and where it can differ from a CPU measurement of the same
   --device cuda`` or ``gpu_memory.sh``.
 - compact's CPU backend mallocs bounded scratch outside torch (``memory.compact_scratch_bytes``): not in the totals.
 
-Optimizer configurations are pluggable (``OPTIMIZERS``). Layer-wise updates are traced where the optimizer has them
-(``+layerwise`` on a compact method runs ``CompressedAdamW(layerwise=True)``, as the methods ``compact-all-lw`` and
-``compact-all-lw-ckpt`` do); configurations that do not exist as code yet are *modelled* from the traced step's log by
-``modelled()`` and labelled so: ``+8bit`` (every floating optimizer state tensor of more than one value held as 1 byte
-per value plus a 4-byte scale per block of 256 values) and ``+layerwise`` on torch's AdamW (each gradient applied and
-freed as soon as it is formed: at most one gradient alive).
+Optimizer configurations are pluggable (``OPTIMIZERS``). Layer-wise updates and 8-bit moments are traced where the
+optimizer has them: ``+layerwise`` and ``+8bit`` on a method whose optimizer is CompressedAdamW run
+``CompressedAdamW(layerwise=True)`` and ``CompressedAdamW(moments="8bit", full_rank_moments="8bit")``, as the methods
+``compact-all-lw*`` and ``compact-all-8bit*`` do (the 8-bit step, ``torch.ops.compact.adamw8_step``, runs its fake
+kernel on meta tensors: in place, nothing allocated, as on the CPU). Only torch's AdamW (``full``, ``ckpt``, ``lora``)
+has neither in code: there the modifiers are *modelled* from the traced step's log by ``modelled()`` and labelled so:
+``+8bit`` (every floating optimizer state tensor of more than one value held as 1 byte per value plus a 4-byte scale
+per block of 256 values) and ``+layerwise`` (each gradient applied and freed as soon as it is formed: at most one
+gradient alive).
 """
 import argparse
 import contextlib
@@ -90,10 +93,13 @@ def _adamw(model, lr):
                              foreach=False)
 
 
-def _compressed_adamw(model, lr, layerwise=False):
+def _compressed_adamw(model, lr, layerwise=False, eight_bit=False):
     from .optim import CompressedAdamW
 
-    return CompressedAdamW(model.parameters(), lr=lr, weight_decay=0.0, **({"layerwise": True} if layerwise else {}))
+    kw = {"layerwise": True} if layerwise else {}
+    if eight_bit:  # 8-bit moments for the compressed layers and every other parameter (peer_memory.py's -8bit)
+        kw.update(moments="8bit", full_rank_moments="8bit")
+    return CompressedAdamW(model.parameters(), lr=lr, weight_decay=0.0, **kw)
 
 
 def _compressed_adamw_layerwise(model, lr):
@@ -101,13 +107,34 @@ def _compressed_adamw_layerwise(model, lr):
     return _compressed_adamw(model, lr, layerwise=True)
 
 
-OPTIMIZERS = {"adamw": _adamw, "compressed-adamw": _compressed_adamw,
-              "compressed-adamw-layerwise": _compressed_adamw_layerwise}
-# An optimizer's traced layer-wise form: "+layerwise" on a method with one is traced, not modelled.
-LAYERWISE_FORM = {"compressed-adamw": "compressed-adamw-layerwise"}
+def _compressed_adamw_8bit(model, lr):
+    # torch.ops.compact.adamw8_step on 8-bit moments (its fake kernel is its meta kernel: it writes in place and
+    # allocates nothing, on the meta device as on the CPU, where a 16-bit gradient is widened inside the call).
+    return _compressed_adamw(model, lr, eight_bit=True)
 
-# Modelled optimizer variants (not traced: see modelled()). A traced implementation replaces an entry here by one in
-# OPTIMIZERS (e.g. "compressed-adamw-8bit") and a method using it.
+
+def _compressed_adamw_8bit_layerwise(model, lr):
+    return _compressed_adamw(model, lr, layerwise=True, eight_bit=True)
+
+
+OPTIMIZERS = {"adamw": _adamw, "compressed-adamw": _compressed_adamw,
+              "compressed-adamw-layerwise": _compressed_adamw_layerwise,
+              "compressed-adamw-8bit": _compressed_adamw_8bit,
+              "compressed-adamw-8bit-layerwise": _compressed_adamw_8bit_layerwise}
+# An optimizer's traced form with a modifier: "+layerwise" / "+8bit" on a method whose optimizer has one is traced,
+# not modelled.
+TRACED_FORM = {
+    "layerwise": {"compressed-adamw": "compressed-adamw-layerwise",
+                  "compressed-adamw-8bit": "compressed-adamw-8bit-layerwise"},
+    "8bit": {"compressed-adamw": "compressed-adamw-8bit",
+             "compressed-adamw-layerwise": "compressed-adamw-8bit-layerwise"},
+}
+# Optimizers that already have a modifier (a method of theirs with it again is refused).
+HAS_MODIFIER = {"layerwise": ("compressed-adamw-layerwise", "compressed-adamw-8bit-layerwise"),
+                "8bit": ("compressed-adamw-8bit", "compressed-adamw-8bit-layerwise")}
+
+# The modifiers a method name can carry. Where its optimizer has no traced form (torch.optim.AdamW: the methods full,
+# ckpt, lora) the modifier is modelled (see modelled()).
 MODIFIERS = ("8bit", "layerwise")
 
 
@@ -148,6 +175,14 @@ METHODS = {
                              about="compact-all with layer-wise updates (CompressedAdamW(layerwise=True))"),
     "compact-all-lw-ckpt": Method(ckpt=True, compress=_ALL, optimizer="compressed-adamw-layerwise",
                                   about="compact-all-lw + checkpointing"),
+    "compact-all-8bit": Method(compress=_ALL, optimizer="compressed-adamw-8bit",
+                               about="compact-all + CompressedAdamW(moments=\"8bit\", full_rank_moments=\"8bit\")"),
+    "compact-all-8bit-ckpt": Method(ckpt=True, compress=_ALL, optimizer="compressed-adamw-8bit",
+                                    about="compact-all-8bit + checkpointing"),
+    "compact-all-8bit-lw": Method(compress=_ALL, optimizer="compressed-adamw-8bit-layerwise",
+                                  about="compact-all with 8-bit moments and layer-wise updates"),
+    "compact-all-8bit-lw-ckpt": Method(ckpt=True, compress=_ALL, optimizer="compressed-adamw-8bit-layerwise",
+                                       about="compact-all-8bit-lw + checkpointing"),
     "lora": Method(lora=True, about=f"PEFT LoRA, rank {LORA_RANK}, on the attention and MLP linears; AdamW on the "
                                     "adapters (needs peft)"),
     "lora-compact": Method(lora=True, compress=_COMPACT, optimizer="compressed-adamw",
@@ -169,7 +204,23 @@ def parse_method(name):
                             f"{', '.join(MODIFIERS)}")
     if len(set(mods)) != len(mods):
         raise PlanError(f"compact_torch.plan: method {name!r} repeats a modifier")
+    for m in mods:
+        if METHODS[base].optimizer in HAS_MODIFIER[m]:
+            raise PlanError(f"compact_torch.plan: method {name!r}: {base!r} already has {m} (its optimizer is "
+                            f"{METHODS[base].optimizer!r})")
     return base, METHODS[base], tuple(sorted(mods))
+
+
+def traced_form(name, spec, mods):
+    """(spec, mods) with each modifier that the method's optimizer has in code applied to it (traced), the rest left
+    to modelled() (parse_method has refused a modifier the method already has, e.g. compact-all-lw+layerwise)."""
+    for m in ("8bit", "layerwise"):  # 8-bit first: compressed-adamw -> -8bit -> -8bit-layerwise
+        if m not in mods:
+            continue
+        if spec.optimizer in TRACED_FORM[m]:
+            spec = dataclasses.replace(spec, optimizer=TRACED_FORM[m][spec.optimizer])
+            mods = tuple(x for x in mods if x != m)
+    return spec, mods
 
 
 # -- models -------------------------------------------------------------------------------------------------------
@@ -453,8 +504,9 @@ def plan(model, batch, seq, dtype="fp32", method="full", rank=None, lr=1e-3, dev
     compare with; small models only). Returns a dict: the tracker's categories in bytes ("weights", "gradients",
     "optimizer", "activations", "temporaries"), "total" (their sum, the peak's training bytes), "phase" of the
     peak, "kind" ("traced", or "modelled 8bit", "modelled layerwise", "modelled 8bit+layerwise": the modifiers
-    modelled on the traced step), "traced" (the traced step's report when modelled)
-    and the arguments. Installs the tracker's allocator hooks for the rest of the process (see memory.py).
+    modelled on the traced step), "phase_peaks" (the highest total within "forward", "backward" and "optimizer";
+    None when modelled), "traced" (the traced step's report when modelled) and the arguments. Installs the
+    tracker's allocator hooks for the rest of the process (see memory.py).
     """
     _require_torch()
     _check_sizes(batch, seq)
@@ -463,9 +515,7 @@ def plan(model, batch, seq, dtype="fp32", method="full", rank=None, lr=1e-3, dev
     if device not in ("meta", "cpu"):
         raise PlanError(f"compact_torch.plan: device = {device!r} must be 'meta' (plan) or 'cpu' (measure)")
     _, spec, mods = parse_method(method)
-    if "layerwise" in mods and spec.optimizer in LAYERWISE_FORM:  # traced: the optimizer exists
-        spec = dataclasses.replace(spec, optimizer=LAYERWISE_FORM[spec.optimizer])
-        mods = tuple(m for m in mods if m != "layerwise")
+    spec, mods = traced_form(method, spec, mods)
     if rank is not None:
         if isinstance(rank, bool) or not isinstance(rank, (int, float)) or not rank > 0:
             raise PlanError(f"compact_torch.plan: rank = {rank!r} must be a number > 0 (< 1: a fraction of each "
@@ -512,6 +562,7 @@ def plan(model, batch, seq, dtype="fp32", method="full", rank=None, lr=1e-3, dev
             loss.backward()
             marks["backward"] = tracker.seq()
             opt.step()
+            marks["optimizer"] = tracker.seq()
             raw = tracker.stop(memory.model_tensors(net, opt))
         hwm = _rss_peak() if rss is not None else None
         del loss
@@ -520,9 +571,12 @@ def plan(model, batch, seq, dtype="fp32", method="full", rank=None, lr=1e-3, dev
     records = op_level(tracker.records, oplog.intervals)
     report = memory.analyze(records, tracker.start_seq, memory.model_tensors(net, opt), tracker.saved_records)
     phase = _phase(report["peak_seq"], marks)
+    phase_peaks = _phase_peaks(records, tracker.start_seq, memory.model_tensors(net, opt), tracker.saved_records,
+                               marks)
     out = {k: report[k] for k in REPORTED}
-    out.update(total=report["total"], phase=phase, kind="traced", model=model if isinstance(model, str) else
-               config.model_type, batch=batch, seq=seq, dtype=dtype, method=method, device=device,
+    out.update(total=report["total"], phase=phase, phase_peaks=phase_peaks, kind="traced",
+               model=model if isinstance(model, str) else config.model_type, batch=batch, seq=seq, dtype=dtype,
+               method=method, device=device,
                rank=spec.compress["rank"] if spec.compress is not None else None)
     if not meta:  # the tracker's own peak, kernels' scratch included (see op_level)
         out["tracker_total"] = raw["total"]
@@ -535,6 +589,7 @@ def plan(model, batch, seq, dtype="fp32", method="full", rank=None, lr=1e-3, dev
         traced = dict(out)
         out.update(modelled(records, tracker.start_seq, tracker.saved_records, report, net, opt, marks, mods))
         out["kind"] = "modelled " + "+".join(mods)  # what is modelled; the rest of the step is traced
+        out["phase_peaks"] = None  # modelled() models the peak only (the traced step's are in "traced")
         out["traced"] = traced
     return out
 
@@ -575,6 +630,30 @@ def _scratch_at(records, oplog, at):
     b, e = oplog.intervals[i]
     scratch = sum(n for _, n, a, f in records.tolist() if b < a <= at and at < f <= e)
     return {"kernel_at_tracker_peak": str(oplog.kernels[i]), "scratch_at_tracker_peak": scratch}
+
+
+def _phase_peaks(records, start, cats, saved, marks):
+    """The highest total (training bytes, as "total") within each phase of the step: {"forward", "backward",
+    "optimizer": bytes}, so that the phases that do not hold the peak are compared too."""
+    from . import memory
+
+    nbytes, alloc, free = records[:, 1], records[:, 2], records[:, 3]
+    new, freed = alloc > start, free >= 0
+    seqs = torch.cat([alloc[new], free[freed]])
+    order = torch.argsort(seqs)
+    seqs = seqs[order]
+    live = int(nbytes[~new].sum()) + torch.cumsum(torch.cat([nbytes[new], -nbytes[freed]])[order], 0)
+    out, lo = {}, start
+    for name in ("forward", "backward", "optimizer"):
+        hi = marks[name]
+        inside = (seqs > lo) & (seqs <= hi)
+        at = lo  # no event in the phase: its level is the one it starts with
+        if bool(inside.any()):
+            i = int(torch.argmax(live[inside]))
+            at = int(seqs[inside][i])
+        out[name] = memory.analyze(records, start, cats, saved, at_seq=at)["total"]
+        lo = hi
+    return out
 
 
 def _phase(seq, marks):
@@ -684,8 +763,8 @@ def main(argv=None):
     p.add_argument("--seq", type=int, default=256)
     p.add_argument("--dtype", default="bf16", help=f"weights' dtype: {', '.join(DTYPES)}")
     p.add_argument("--method", default="full,compact",
-                   help="comma-separated: " + ", ".join(METHODS) + "; each optionally +8bit (modelled) and/or "
-                        "+layerwise (traced on compact methods, modelled on AdamW)")
+                   help="comma-separated: " + ", ".join(METHODS) + "; each optionally +8bit and/or +layerwise "
+                        "(traced on CompressedAdamW's methods, modelled on AdamW's: full, ckpt, lora)")
     p.add_argument("--rank", type=float, default=None, help="compress()'s rank for the compact methods (default 0.25)")
     p.add_argument("--markdown", action="store_true", help="a Markdown table (for docs)")
     p.add_argument("--json", action="store_true", help="one JSON object per method")
@@ -697,7 +776,7 @@ def main(argv=None):
     if args.list:
         for name, m in METHODS.items():
             print(f"{name:18s} {m.about}")
-        print("modifiers: +8bit (modelled), +layerwise (traced on compact methods, modelled on AdamW);  models: "
+        print("modifiers: +8bit, +layerwise (traced on CompressedAdamW's methods, modelled on AdamW's);  models: "
               + ", ".join(MODELS))
         return 0
     methods = [m.strip() for m in args.method.split(",") if m.strip()]
