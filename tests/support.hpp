@@ -11,6 +11,10 @@
 #include <string>
 #include <tuple>
 
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
+
 namespace compact_test {
 
 /// The types of a compact::TypeList as a std::tuple, the form doctest's TEST_CASE_TEMPLATE_APPLY takes.
@@ -49,6 +53,21 @@ class CapGuard {
  private:
   compact::CpuIsa previous_;
 };
+
+/// Runs f with `threads` OpenMP threads (the team compact's pool uses), restoring the count after; without OpenMP, f
+/// once as it is.
+template <class F>
+void with_threads(int threads, F&& f) {
+#if defined(_OPENMP)
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(threads);
+  f();
+  omp_set_num_threads(saved);
+#else
+  (void)threads;
+  f();
+#endif
+}
 
 /// The message of the compact::error that f throws, or "" when it throws none.
 inline std::string error_of(const std::function<void()>& f) {

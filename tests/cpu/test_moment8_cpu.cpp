@@ -15,31 +15,11 @@
 #include <string>
 #include <vector>
 
-#if defined(_OPENMP)
-#include <omp.h>
-#endif
-
-namespace {
-
 using compact::CpuIsa;
 using compact::index_t;
 using compact_test::CapGuard;
 using compact_test::kAllIsas;
-
-template <class F>
-void with_threads(int threads, F&& f) {
-#if defined(_OPENMP)
-  const int saved = omp_get_max_threads();
-  omp_set_num_threads(threads);
-  f();
-  omp_set_num_threads(saved);
-#else
-  (void)threads;
-  f();
-#endif
-}
-
-}  // namespace
+using compact_test::with_threads;
 
 TEST_CASE("every instruction set this CPU runs steps with the reference's bits (N and dense, every input kind)") {
   for (const CpuIsa isa : kAllIsas) {

@@ -14,10 +14,6 @@
 #include <string>
 #include <vector>
 
-#if defined(_OPENMP)
-#include <omp.h>
-#endif
-
 namespace {
 
 using compact::CpuIsa;
@@ -25,20 +21,7 @@ using compact::index_t;
 
 using compact_test::CapGuard;
 using compact_test::kAllIsas;
-
-/// Runs f with `threads` OpenMP threads (the team compact's pool uses), restoring the count after.
-template <class F>
-void with_threads(int threads, F&& f) {
-#if defined(_OPENMP)
-  const int saved = omp_get_max_threads();
-  omp_set_num_threads(threads);
-  f();
-  omp_set_num_threads(saved);
-#else
-  (void)threads;
-  f();
-#endif
-}
+using compact_test::with_threads;
 
 /// The encode and decode of x by the public CPU API.
 struct Encoded {
