@@ -11,6 +11,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 namespace compact_test {
@@ -108,5 +109,20 @@ inline void moment8_reference_step(const compact::Adamw8Consts& c, const float* 
 }
 
 inline const index_t kMoment8Counts[] = {1, 255, 256, 257, 1000, 12 * 256, 64 * 256 + 3, 200 * 256 + 77};
+
+/// Runs `step` and the reference for 4 steps (seed 11) at every count of kMoment8Counts, for N and for a dense
+/// parameter; returns the first case whose run differs from the reference's ("n = ..., dense = ..."), or "" when
+/// every run has the reference's bits (same_run).
+template <class Step>
+std::string first_moment8_mismatch(Step step) {
+  for (const index_t n : kMoment8Counts) {
+    for (const bool dense : {false, true}) {
+      if (!same_run(moment8_run(n, dense, 4, 11, step), moment8_run(n, dense, 4, 11, moment8_reference_step))) {
+        return "n = " + std::to_string(n) + ", dense = " + (dense ? "true" : "false");
+      }
+    }
+  }
+  return "";
+}
 
 }  // namespace compact_test

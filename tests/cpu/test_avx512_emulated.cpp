@@ -99,16 +99,7 @@ TEST_CASE("the emulated AVX-512 sr8 codec has the bits of the reference") {
 }
 
 TEST_CASE("the emulated AVX-512 8-bit AdamW step has the bits of the reference") {
-  for (const index_t n : compact_test::kMoment8Counts) {
-    for (const bool dense : {false, true}) {
-      CAPTURE(n);
-      CAPTURE(dense);
-      const auto want = compact_test::moment8_run(n, dense, 4, 11, compact_test::moment8_reference_step);
-      const auto got =
-          compact_test::moment8_run(n, dense, 4, 11, [](auto&&... args) { emulated::adamw8_range(args...); });
-      CHECK(compact_test::same_run(got, want));
-    }
-  }
+  CHECK(compact_test::first_moment8_mismatch([](auto&&... args) { emulated::adamw8_range(args...); }) == "");
 }
 
 // Each subcase models the Intel Intrinsics Guide's pseudo-code of an instruction lane by lane.
