@@ -20,20 +20,29 @@ compact::Cuda backend_of(Context ctx) {
   return compact::Cuda{static_cast<cudaStream_t>(ctx.stream), static_cast<cublasHandle_t>(ctx.cublas)};
 }
 
-/// Returns f(Dist{}, Scalar{}) for the run-time (dist, dtype); dist is a position in compact::Distributions.
+/// Returns f(Dist{}, Scalar{}) for the run-time (dist, dtype); dist is a position in compact::Distributions. f is
+/// instantiated for the distributions of compact::CudaDistributions only: one the CUDA backend does not implement
+/// (supports_v) is refused with its name.
 template <class F>
 auto dispatch(DistId dist, Dtype dtype, const F& f) {
   const auto with_scalar = [&](auto dist_tag) {
-    switch (dtype) {
-      case Dtype::kFloat:
-        return f(dist_tag, float{});
-      case Dtype::kHalf:
-        return f(dist_tag, __half{});
-      case Dtype::kBFloat16:
-        return f(dist_tag, __nv_bfloat16{});
+    using Dist = decltype(dist_tag);
+    if constexpr (!compact::supports_v<compact::Cuda, Dist>) {
+      COMPACT_REQUIRE(false, "compact_torch (CUDA): distribution " << compact::DistributionTraits<Dist>::kName
+                                                                   << " has no CUDA implementation");
+      return f(compact::Gaussian{}, float{});  // not reached: gives the lambda f's result type
+    } else {
+      switch (dtype) {
+        case Dtype::kFloat:
+          return f(dist_tag, float{});
+        case Dtype::kHalf:
+          return f(dist_tag, __half{});
+        case Dtype::kBFloat16:
+          return f(dist_tag, __nv_bfloat16{});
+      }
+      COMPACT_REQUIRE(false, "compact_torch (CUDA): unknown dtype id " << int(dtype));
+      return f(dist_tag, float{});
     }
-    COMPACT_REQUIRE(false, "compact_torch (CUDA): unknown dtype id " << int(dtype));
-    return f(dist_tag, float{});
   };
   COMPACT_REQUIRE(dist < compact::Distributions::kSize, "compact_torch (CUDA): unknown distribution id " << dist);
   using Result = decltype(with_scalar(compact::Gaussian{}));

@@ -11,6 +11,7 @@
 #include "compact/spec/entries.hpp"
 #include "compact/spec/state.hpp"
 #include "compact/api/checked_size.hpp"
+#include "compact/api/distributions.hpp"
 #include "compact/api/projector_core.hpp"
 #include "compact/api/projector_fwd.hpp"
 #include "compact/api/view.hpp"
@@ -256,5 +257,11 @@ class Projector<Cpu, Rademacher, Scalar> : public detail::CpuProjector<detail::D
  public:
   using detail::CpuProjector<detail::DenseCpuProjector<Rademacher, Scalar>>::CpuProjector;
 };
+
+/// The CPU backend implements Gaussian and Rademacher (the dense family).
+template <>
+struct BackendSupports<Cpu, Gaussian> : std::true_type {};
+template <>
+struct BackendSupports<Cpu, Rademacher> : std::true_type {};
 
 }  // namespace compact

@@ -12,6 +12,7 @@
 #include "compact/spec/entries.hpp"
 #include "compact/spec/srht.hpp"
 #include "compact/spec/state.hpp"
+#include "compact/api/distributions.hpp"
 #include "compact/api/projector_core.hpp"
 #include "compact/api/projector_fwd.hpp"
 #include "compact/api/view.hpp"
@@ -237,5 +238,9 @@ class Projector<Cpu, Srht, Scalar> : public detail::CpuProjector<detail::SrhtCpu
  public:
   using detail::CpuProjector<detail::SrhtCpuProjector<Scalar>>::CpuProjector;
 };
+
+/// The CPU backend implements Srht.
+template <>
+struct BackendSupports<Cpu, Srht> : std::true_type {};
 
 }  // namespace compact
