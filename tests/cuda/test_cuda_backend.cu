@@ -151,7 +151,7 @@ struct UsedP {
   std::vector<index_t> sample;     // SRHT: S
   std::vector<std::uint8_t> sign;  // SRHT: sign bits of d_k, k < n
   UsedP(const SketchState& s, index_t n, index_t rank) : r(rank), scale(compact::rank_scale(rank)) {
-    if constexpr (std::is_same_v<Dist, compact::Srht>) {
+    if constexpr (compact::is_transform_v<Dist>) {
       sample = compact::srht_sample(s, n, r);
       sign.resize(static_cast<std::size_t>(n));
       for (index_t k = 0; k < n; ++k)
@@ -162,7 +162,7 @@ struct UsedP {
     }
   }
   double operator()(index_t k, index_t j) const {
-    if constexpr (std::is_same_v<Dist, compact::Srht>) {
+    if constexpr (compact::is_transform_v<Dist>) {
       const bool negative =
           sign[std::size_t(k)] ^ compact::parity64(std::uint64_t(k) & std::uint64_t(sample[std::size_t(j)]));
       return negative ? -double(scale) : double(scale);
@@ -175,7 +175,7 @@ struct UsedP {
 /// Reduction length for the error bound: n or r for a GEMM, log2 n' + 2 for the FWHT (levels plus the scale).
 template <class Dist>
 double reduction_length(index_t gemm_k, index_t n) {
-  if constexpr (std::is_same_v<Dist, compact::Srht>) return compact::log2_pow2(compact::next_pow2(n)) + 2.0;
+  if constexpr (compact::is_transform_v<Dist>) return compact::log2_pow2(compact::next_pow2(n)) + 2.0;
   return double(gemm_k);
 }
 
@@ -797,10 +797,10 @@ TEST_CASE(
   gpu().sync();
 }
 
-TEST_CASE_TEMPLATE("a per-call stream gives the same bits as the projector's stream, for every distribution", Dist,
-                   compact::Gaussian, compact::Rademacher, compact::Srht) {
+TEST_CASE_TEMPLATE_DEFINE("a per-call stream gives the same bits as the projector's stream, for every distribution",
+                          Dist, per_call_stream) {
   using T = __nv_bfloat16;
-  const index_t batch = 9, n = 70000 / (std::is_same_v<Dist, compact::Srht> ? 1 : 100), r = 96, m = 5;
+  const index_t batch = 9, n = 70000 / (compact::is_transform_v<Dist> ? 1 : 100), r = 96, m = 5;
   SecondStream other;
   Fixture<Dist, T> f(n, r, SketchState{5, 6, 7});
   gpu().sync();  // the SRHT's setup ran on the projector's stream; the other stream is ordered after it
@@ -824,10 +824,12 @@ TEST_CASE_TEMPLATE("a per-call stream gives the same bits as the projector's str
   for (std::size_t k = 0; k < a.size(); ++k) diff += bits(a[k]) != bits(b[k]);
   for (std::size_t k = 0; k < c.size(); ++k) diff += bits(c[k]) != bits(d[k]);
   CHECK(diff == 0);
-  if (!std::is_same_v<Dist, compact::Srht>) {  // leave the shared handle on the test stream
+  if (compact::is_dense_v<Dist>) {  // leave the shared handle on the test stream
     compact::detail::check_cublas(cublasSetStream(gpu().backend.cublas, gpu().backend.stream), "cublasSetStream");
   }
 }
+
+TEST_CASE_TEMPLATE_APPLY(per_call_stream, compact_test::AsTuple<compact::CudaDistributions>::type);
 
 TEST_CASE("an earlier, unrelated launch error is not reported as compact's, and a launch error names the kernel") {
   Fixture<compact::Srht, float> f(1000, 100, SketchState{1, 1, 1});
@@ -1052,11 +1054,11 @@ TEST_SUITE("host") {
 
   // The shared API (tests/projector_api.hpp), for every CUDA projector and, in this same translation unit, the CPU's.
   // Every projector of every distribution of the library on both backends, in every scalar, in one nvcc TU.
-  static_assert(compact_test::all_have_projector_api<compact::Cuda, float>(compact::Distributions{}));
-  static_assert(compact_test::all_have_projector_api<compact::Cuda, __half>(compact::Distributions{}));
-  static_assert(compact_test::all_have_projector_api<compact::Cuda, __nv_bfloat16>(compact::Distributions{}));
-  static_assert(compact_test::all_have_projector_api<compact::Cpu, float>(compact::Distributions{}));
-  static_assert(compact_test::all_have_projector_api<compact::Cpu, double>(compact::Distributions{}));
+  static_assert(compact_test::all_have_projector_api<compact::Cuda, float>(compact::CudaDistributions{}));
+  static_assert(compact_test::all_have_projector_api<compact::Cuda, __half>(compact::CudaDistributions{}));
+  static_assert(compact_test::all_have_projector_api<compact::Cuda, __nv_bfloat16>(compact::CudaDistributions{}));
+  static_assert(compact_test::all_have_projector_api<compact::Cpu, float>(compact::CpuDistributions{}));
+  static_assert(compact_test::all_have_projector_api<compact::Cpu, double>(compact::CpuDistributions{}));
 
   TEST_CASE("one .cu translation unit uses both backends: one shape check with one message, one spec") {
     CHECK(compact_test::shape_refusals<compact::Cuda, compact::Gaussian, __nv_bfloat16>() ==

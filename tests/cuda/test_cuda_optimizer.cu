@@ -91,7 +91,7 @@ constexpr std::uint32_t code() {
 /// log2 of the SRHT's padded length (its unsketch sums through a butterfly of that depth), 0 for dense P.
 template <class Dist>
 int butterfly_depth(index_t n) {
-  if constexpr (!std::is_same_v<Dist, compact::Srht>) return 0;
+  if constexpr (compact::is_dense_v<Dist>) return 0;
   int d = 0;
   while ((index_t{1} << d) < n) ++d;
   return d;
@@ -105,7 +105,7 @@ TEST_CASE_TEMPLATE("AdamW on the GPU tracks the CPU optimizer: Ĝ within the GEM
   o.lr = 2e-2;
   o.weight_decay = 0.1;
   o.alpha = 0.5;
-  o.window_policy = std::is_same_v<Dist, compact::Srht> ? compact::WindowPolicy::kReset : compact::WindowPolicy::kKeep;
+  o.window_policy = compact::is_transform_v<Dist> ? compact::WindowPolicy::kReset : compact::WindowPolicy::kKeep;
   const compact::Schedule schedule(21, 2);
   compact::CompressedAdamW<compact::Cuda, Dist, float> opt(m, n, r, schedule, 6, gpu().backend, o);
   const auto cpu = compact_test::make_cpu_adamw(code<Dist>(), m, n, r, schedule, 6, o);
@@ -539,12 +539,11 @@ TEST_SUITE("host") {
       CAPTURE(n);
       CAPTURE(r);
       for (const PanelSchedule s : {PanelSchedule::kSerial, PanelSchedule::kOverlap}) {
-        if constexpr (std::is_same_v<typename decltype(tag)::dist, compact::Srht>) {
+        CHECK(P::min_workspace_bytes(n, r, s) <= Opt::slot_bytes(Opt::min_workspace_bytes(n, r, s)));
+        CHECK(P::workspace_bytes(n, r, s) <= Opt::slot_bytes(Opt::workspace_bytes(n, r, s)));
+        if constexpr (!compact::is_dense_v<typename decltype(tag)::dist>) {
           CHECK(Opt::min_workspace_bytes(n, r, s) == Opt::min_workspace_bytes(n, r));  // no panels: no schedule
-          CHECK(P::min_workspace_bytes(n, r) <= Opt::slot_bytes(Opt::min_workspace_bytes(n, r, s)));
-        } else {
-          CHECK(P::min_workspace_bytes(n, r, s) <= Opt::slot_bytes(Opt::min_workspace_bytes(n, r, s)));
-          CHECK(P::workspace_bytes(n, r, s) <= Opt::slot_bytes(Opt::workspace_bytes(n, r, s)));
+          CHECK(P::min_workspace_bytes(n, r, s) == P::min_workspace_bytes(n, r));
         }
       }
       CHECK(Opt::min_workspace_bytes(n, r) == 2 * compact::detail::align_workspace(P::min_workspace_bytes(n, r)));
