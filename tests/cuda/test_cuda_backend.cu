@@ -23,6 +23,7 @@
 
 #include "gpu_support.cuh"
 #include "projector_api.hpp"
+#include "toy_projector.hpp"  // this target adds the CPU-only toy distribution to the global list (tests/CMakeLists.txt)
 
 namespace {
 
@@ -1059,6 +1060,12 @@ TEST_SUITE("host") {
   static_assert(compact_test::all_have_projector_api<compact::Cuda, __nv_bfloat16>(compact::CudaDistributions{}));
   static_assert(compact_test::all_have_projector_api<compact::Cpu, float>(compact::CpuDistributions{}));
   static_assert(compact_test::all_have_projector_api<compact::Cpu, double>(compact::CpuDistributions{}));
+  // The global list holds the CPU-only toy (tests/toy_distribution.hpp); the CUDA backend's list leaves it out, so
+  // nothing above instantiates a CUDA template with it.
+  static_assert(compact::Distributions::kSize == 4 && compact::CpuDistributions::kSize == 4);
+  static_assert(std::is_same_v<compact::CudaDistributions,
+                               compact::TypeList<compact::Gaussian, compact::Rademacher, compact::Srht>>);
+  static_assert(!compact::supports_v<compact::Cuda, compact_test::ToyCountSketch>);
 
   TEST_CASE("one .cu translation unit uses both backends: one shape check with one message, one spec") {
     CHECK(compact_test::shape_refusals<compact::Cuda, compact::Gaussian, __nv_bfloat16>() ==
