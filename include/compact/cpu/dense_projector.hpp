@@ -61,6 +61,10 @@ class DenseCpuProjector : public ProjectorCore {
   static constexpr index_t kMinTiles = 4;
   static constexpr index_t kTileMin = 64;
 
+  // The dense family's extras (panel_width, panel_height, panel_entries, materialize(p, row0, col0)): what a caller
+  // running its own GEMM on panels of P uses, reached under `if constexpr (is_dense_v<Dist>)`. The query every
+  // projector answers is workspace_bytes(n, r) and scratch_bytes(rows).
+
   /// Columns of P per sketch panel: r when n * r <= panel_entries(), else the most multiples of kPanelMin with
   /// n * w <= panel_entries() (at least kPanelMin), capped at r.
   index_t panel_width() const { return panel_extent(n_, r_, panel_entries_); }
