@@ -44,8 +44,8 @@ struct NoImplementation {
 ///         PanelSchedule as third argument on every distribution (ignored without panels); a per-call stream
 ///         overload of every operation; backend() and device(); kSetupOnDevice (true when the constructor enqueues
 ///         device work, as the SRHT's sample and signs: a caller that builds projectors per call may keep them).
-/// A family's extras (spec/tags.hpp) stay on its projectors: the dense panel_width(), panel_height() and
-/// materialize(p, row0, col0), the SRHT's scratch_bytes_per_thread(). Which combinations exist: supports_v<Backend,
+/// A family's extras (spec/tags.hpp) stay on its projectors: the dense panel_width() and panel_height(), the SRHT's
+/// scratch_bytes_per_thread(), and on the CPU projectors of both, materialize(p, row0, col0). Which combinations exist: supports_v<Backend,
 /// Dist> (api/distributions.hpp).
 template <class Backend, class Dist, class Scalar = float>
 class Projector : detail::NoImplementation<Backend, Dist, Scalar> {};

@@ -61,7 +61,7 @@ class DenseCpuProjector : public ProjectorCore {
   static constexpr index_t kMinTiles = 4;
   static constexpr index_t kTileMin = 64;
 
-  // The dense family's extras (panel_width, panel_height, panel_entries, materialize(p, row0, col0)): what a caller
+  // The dense family's extras (panel_width, panel_height, panel_entries; materialize(p, row0, col0)): what a caller
   // running its own GEMM on panels of P uses, reached under `if constexpr (is_dense_v<Dist>)`. The query every
   // projector answers is workspace_bytes(n, r) and scratch_bytes(rows).
 
