@@ -45,8 +45,8 @@ struct NoImplementation {
 ///         overload of every operation; backend() and device(); kSetupOnDevice (true when the constructor enqueues
 ///         device work, as the SRHT's sample and signs: a caller that builds projectors per call may keep them).
 /// A family's extras (spec/tags.hpp) stay on its projectors: the dense panel_width() and panel_height(), the SRHT's
-/// scratch_bytes_per_thread(), and on the CPU projectors of both, materialize(p, row0, col0). Which combinations exist: supports_v<Backend,
-/// Dist> (api/distributions.hpp).
+/// scratch_bytes_per_thread(), and on the CPU projectors of both, materialize(p, row0, col0). Which combinations
+/// exist: supports_v<Backend, Dist> (api/distributions.hpp).
 template <class Backend, class Dist, class Scalar = float>
 class Projector : detail::NoImplementation<Backend, Dist, Scalar> {};
 

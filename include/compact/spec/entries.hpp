@@ -138,8 +138,8 @@ using dense_lanes_t = typename DistributionTraits<Dist>::Lanes;
 /// P[i][j] for a dense distribution tag.
 template <class Dist>
 COMPACT_HOST_DEVICE inline float dense_entry(const EntryParams& p, index_t i, index_t j) {
-  static_assert(is_dense_v<Dist>, "compact::dense_entry: Dist must be a dense distribution (Srht entries come from "
-                                  "srht.hpp)");
+  static_assert(is_dense_v<Dist>,
+                "compact::dense_entry: Dist must be a dense distribution (Srht entries come from srht.hpp)");
   return DistributionTraits<Dist>::entry(p, i, j);
 }
 
