@@ -198,8 +198,8 @@ void check_projector(const Proj& proj, const Params& p) {
 template <class Dist, class Scalar>
 void run(const Params& p) {
   using P = compact::Projector<compact::Cpu, Dist, Scalar>;
-  if constexpr (std::is_constructible_v<P, index_t, index_t, compact::SketchState, index_t>) {
-    // A panel budget (the dense projectors): the fuzzed one (often several panels, ragged) and the default one (one
+  if constexpr (compact::is_dense_v<Dist>) {
+    // A panel budget (the dense family's extra): the fuzzed one (often several panels, ragged) and the default one (one
     // panel at these sizes).
     const P small(p.n, p.r, p.state, p.budget), whole(p.n, p.r, p.state);
     COMPACT_FUZZ_REQUIRE(small.materialize() == whole.materialize(), "P depends on the panel budget");
