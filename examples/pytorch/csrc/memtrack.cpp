@@ -20,7 +20,7 @@
 #include <unordered_map>
 #include <vector>
 
-namespace compact_torch {
+namespace compact_ext {
 namespace memtrack {
 namespace {
 
@@ -267,10 +267,10 @@ pybind11::tuple tracker_stop() {
 
 }  // namespace
 }  // namespace memtrack
-}  // namespace compact_torch
+}  // namespace compact_ext
 
 PYBIND11_MODULE(_memtrack, m) {
-  namespace mt = compact_torch::memtrack;
+  namespace mt = compact_ext::memtrack;
   m.doc() = "byte-exact CPU allocation tracker (a measuring tool: installing it replaces torch's CPU allocator)";
   m.def("install", &mt::tracker_install, "route later CPU tensor allocations through the tracker (idempotent)");
   m.def("installed", &mt::tracker_installed);

@@ -201,18 +201,9 @@ inline bool uses_team(index_t tasks, double flops) {
 #endif
 }
 
-/// Number of threads parallel_tasks may use (size of per-thread scratch arrays).
-inline int max_threads() {
-#if defined(_OPENMP)
-  return omp_get_max_threads();
-#else
-  return 1;
-#endif
-}
-
 /// The largest thread index + 1 that parallel_tasks(tasks, flops, ..., max_team) passes to its body.
 inline int team_size(index_t tasks, double flops, int max_team = std::numeric_limits<int>::max()) {
-  return uses_team(tasks, flops) ? static_cast<int>(std::min<index_t>(std::min(max_threads(), max_team), tasks)) : 1;
+  return uses_team(tasks, flops) ? static_cast<int>(std::min<index_t>(std::min(cpu_max_threads(), max_team), tasks)) : 1;
 }
 
 /// Runs body(task, thread_index) for task in [0, tasks) on compact's task pool (cpu/task_pool.hpp) with up to
