@@ -10,6 +10,8 @@
 /// counts it). Every check runs before anything is written; failures raise compact_torch.CompactError (a
 /// ValueError) carrying compact's message, through torch.ops as well as through the pybind11 functions.
 ///
+/// The C++ namespace is compact_ext (the Python package is compact_torch, the operators torch.ops.compact.*).
+///
 /// Nothing here touches torch's allocators: the byte-exact CPU allocation tracker of the memory measurements is a
 /// separate module (memtrack.cpp, compact_torch._memtrack) that only measuring scripts load.
 
