@@ -52,8 +52,9 @@ TEST_CASE("visit_distribution_at gives the tag at a position and refuses one pas
   CHECK(error_of([&] { compact::visit_distribution_at(3, [&](auto) { ++calls; }); }) ==
         "compact: visit_distribution_at: argument index = 3 is not below the 3 distributions (Gaussian, Rademacher, "
         "Srht)");
-  CHECK(error_of([&] { compact::visit_distribution_at(std::size_t(-1), [&](auto) { ++calls; }); })
-            .find("argument index = 18446744073709551615 is not below the 3 distributions") != std::string::npos);
+  CHECK(error_of([&] {
+          compact::visit_distribution_at(std::size_t(-1), [&](auto) { ++calls; });
+        }).find("argument index = 18446744073709551615 is not below the 3 distributions") != std::string::npos);
   CHECK(calls == 0);
   using Other = compact::TypeList<compact::Srht, compact::Gaussian>;
   std::string visited;
@@ -105,11 +106,13 @@ TEST_CASE("check_compressed_grad_args takes a g of another type than dy and z (a
   std::vector<float> g(6, -7.0f);
   CHECK(error_of([&] {
           compact::check_compressed_grad_args(MatrixView<const double>(dy.data(), 2, 3),
-                                              MatrixView<const double>(z.data(), 2, 2), MatrixView<float>(g.data(), 3, 2));
+                                              MatrixView<const double>(z.data(), 2, 2),
+                                              MatrixView<float>(g.data(), 3, 2));
         }) == "");
   CHECK(error_of([&] {
           compact::check_compressed_grad_args(MatrixView<const double>(dy.data(), 2, 3),
-                                              MatrixView<const double>(z.data(), 2, 2), MatrixView<float>(g.data(), 2, 2));
+                                              MatrixView<const double>(z.data(), 2, 2),
+                                              MatrixView<float>(g.data(), 2, 2));
         }).find("argument g has 2 rows, expected dy.cols = 3") != std::string::npos);
 }
 

@@ -295,8 +295,8 @@ TEST_CASE("the SRHT sample computed on the device is srht_sample, for n' up to 2
       Fixture<compact::Srht, float> f(sh.n, sh.r, s);
       std::vector<std::uint32_t> got(static_cast<std::size_t>(sh.r));
       gpu().sync();
-      compact::check_cuda(
-          cudaMemcpy(got.data(), f.projector.device_sample(), got.size() * 4, cudaMemcpyDeviceToHost), "cudaMemcpy");
+      compact::check_cuda(cudaMemcpy(got.data(), f.projector.device_sample(), got.size() * 4, cudaMemcpyDeviceToHost),
+                          "cudaMemcpy");
       const std::vector<index_t> want = compact::srht_sample(s, sh.n, sh.r);
       index_t wrong = 0;
       for (std::size_t j = 0; j < got.size(); ++j) wrong += index_t(got[j]) != want[j];

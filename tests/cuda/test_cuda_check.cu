@@ -27,8 +27,9 @@ TEST_SUITE("host") {
     CHECK(error_of([] { compact::check_cuda(cudaErrorInvalidValue, "keep: cudaEventRecord"); }) ==
           std::string("compact: keep: cudaEventRecord: cudaErrorInvalidValue (") +
               cudaGetErrorString(cudaErrorInvalidValue) + ")");
-    CHECK(error_of([] { compact::check_cuda(cudaErrorMemoryAllocation, "cudaMalloc"); })
-              .find("compact: cudaMalloc: cudaErrorMemoryAllocation (") == 0);
+    CHECK(error_of([] {
+            compact::check_cuda(cudaErrorMemoryAllocation, "cudaMalloc");
+          }).find("compact: cudaMalloc: cudaErrorMemoryAllocation (") == 0);
   }
 
   TEST_CASE("check_cublas passes CUBLAS_STATUS_SUCCESS and names the call and the status otherwise") {

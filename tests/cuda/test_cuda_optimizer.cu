@@ -39,8 +39,7 @@ struct DeviceVector {
   std::size_t size;
   explicit DeviceVector(const std::vector<T>& h)
       : memory("test", "a device vector", h.size() * sizeof(T)), size(h.size()) {
-    compact::check_cuda(cudaMemcpy(memory.data(), h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice),
-                                "upload");
+    compact::check_cuda(cudaMemcpy(memory.data(), h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice), "upload");
   }
   T* data() const { return reinterpret_cast<T*>(memory.data()); }
   MatrixView<T> view(index_t rows, index_t cols) const { return MatrixView<T>(data(), rows, cols, cols); }

@@ -155,7 +155,7 @@ class Kept final : public KeptProjector {
   Kept(compact::SketchState state, index_t n, index_t r, compact::Workspace ws, Context ctx)
       : projector_(n, r, state, backend_of(ctx), ws), stream_(static_cast<cudaStream_t>(ctx.stream)) {
     compact::check_cuda(cudaEventCreateWithFlags(&built_, cudaEventDisableTiming),
-                                "compact_torch: keep: cudaEventCreateWithFlags");
+                        "compact_torch: keep: cudaEventCreateWithFlags");
     const cudaError_t recorded = cudaEventRecord(built_, stream_);
     if (recorded != cudaSuccess) {
       cudaEventDestroy(built_);

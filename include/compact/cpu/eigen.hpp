@@ -203,7 +203,8 @@ inline bool uses_team(index_t tasks, double flops) {
 
 /// The largest thread index + 1 that parallel_tasks(tasks, flops, ..., max_team) passes to its body.
 inline int team_size(index_t tasks, double flops, int max_team = std::numeric_limits<int>::max()) {
-  return uses_team(tasks, flops) ? static_cast<int>(std::min<index_t>(std::min(cpu_max_threads(), max_team), tasks)) : 1;
+  if (!uses_team(tasks, flops)) return 1;
+  return static_cast<int>(std::min<index_t>(std::min(cpu_max_threads(), max_team), tasks));
 }
 
 /// Runs body(task, thread_index) for task in [0, tasks) on compact's task pool (cpu/task_pool.hpp) with up to

@@ -38,9 +38,9 @@ void compressed_grad(const Cuda& backend, MatrixView<const Scalar> dy, MatrixVie
   if (dy.rows == 0 && beta == 0.0f) {
     // Empty reduction: g = 0. All-zero bits are +0 for every type; no GEMM with k = 0 needed.
     check_cuda(cudaMemset2DAsync(g.data, static_cast<std::size_t>(g.row_stride) * sizeof(Accum), 0,
-                                         static_cast<std::size_t>(g.cols) * sizeof(Accum),
-                                         static_cast<std::size_t>(g.rows), backend.stream),
-                       "compressed_grad: cudaMemset2DAsync");
+                                 static_cast<std::size_t>(g.cols) * sizeof(Accum), static_cast<std::size_t>(g.rows),
+                                 backend.stream),
+               "compressed_grad: cudaMemset2DAsync");
     return;
   }
   const detail::GemmPlan plan =

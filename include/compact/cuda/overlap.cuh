@@ -27,7 +27,7 @@ class CudaOverlap {
   CudaOverlap() {
     device_ = detail::current_device("CudaOverlap: cudaGetDevice");
     check_cuda(cudaStreamCreateWithFlags(&handles_.side, cudaStreamNonBlocking),
-                       "CudaOverlap: cudaStreamCreateWithFlags");
+               "CudaOverlap: cudaStreamCreateWithFlags");
     const cudaError_t a = cudaEventCreateWithFlags(&handles_.generated, cudaEventDisableTiming);
     const cudaError_t b = a == cudaSuccess ? cudaEventCreateWithFlags(&handles_.consumed, cudaEventDisableTiming) : a;
     if (b != cudaSuccess) {
