@@ -7,8 +7,8 @@
 /// byte, the checkpoint record's messages (distribution_name), the golden-value printer — iterates over this list
 /// instead of spelling the three names again, so a new distribution reaches all of them by being added here. The
 /// public walks are for_each_distribution (every one, in order), visit_distribution_at (by position) and
-/// visit_distribution (by name); an integration needs nothing from namespace detail. What a
-/// distribution is, it says itself, next to its entry specification: its tag and DistributionTraits (spec/tags.hpp).
+/// visit_distribution (by name); an integration needs nothing from namespace detail. What a distribution is, it
+/// says itself, next to its entry specification: its tag and DistributionTraits (spec/tags.hpp).
 
 #include <cstddef>
 #include <cstdint>
