@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: MIT
-/// Prints the golden-value table of docs/spec.md (and tests/core/golden.cpp) from the reference entry functions, the
+/// Prints the golden-value table of docs/spec.md (and tests/spec/golden.cpp) from the reference entry functions, the
 /// sr8 codec's golden values, and every distribution of compact::Distributions with its record code and materialized
 /// entries.
 #include <compact/compact.hpp>
 
-#include "../tests/core/sr8_golden.hpp"
+#include "../tests/spec/sr8_golden.hpp"
 
 #include <cstdio>
 #include <cstring>
@@ -24,7 +24,7 @@ const compact::index_t kAt[16][2] = {{0, 0},      {0, 1},      {0, 2},      {0, 
 /// block edge, and three more below n' = 4096 (3001 and 4095 are padding indices of the n = 3000 case).
 const compact::index_t kSrhtK[7] = {0, 1, 127, 128, 2049, 3001, 4095};
 
-/// The SRHT tables of tests/core/golden.cpp: per state the sample summary, (k, s_k, d_k bit) and
+/// The SRHT tables of tests/spec/golden.cpp: per state the sample summary, (k, s_k, d_k bit) and
 /// (i, j, S_j, d_i bit, P[i][j] bits) at the same (i, j) as the dense table.
 void print_srht() {
   for (const Case& c : kCases) {
@@ -56,8 +56,8 @@ void print_srht() {
     }
   }
 }
-/// The sr8 codec's golden values (docs/spec.md): per case of tests/core/sr8_golden.hpp, the scales' bits and q as hex
-/// bytes, one block (64 values) per line, as tests/core/golden.cpp holds them; then the uniforms of case B's state.
+/// The sr8 codec's golden values (docs/spec.md): per case of tests/spec/sr8_golden.hpp, the scales' bits and q as hex
+/// bytes, one block (64 values) per line, as tests/spec/golden.cpp holds them; then the uniforms of case B's state.
 void print_sr8() {
   for (const compact_test::Sr8GoldenCase& c : compact_test::sr8_golden_cases()) {
     const compact::index_t n = static_cast<compact::index_t>(c.x.size());

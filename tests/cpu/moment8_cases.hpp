@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 #pragma once
-/// Inputs and a runner for the 8-bit AdamW step's tests (tests/core/test_moment8.cpp, tests/cpu/test_moment8_cpu.cpp,
+/// Inputs and a runner for the 8-bit AdamW step's tests (tests/spec/test_moment8.cpp, tests/cpu/test_moment8_cpu.cpp,
 /// the CUDA test): gradients that exercise every rule of the code, block by block, and a few steps of any
 /// implementation from zero moments.
 

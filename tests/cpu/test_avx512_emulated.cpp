@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /// The AVX-512 kernels, compiled against SIMDe's portable AVX-512 intrinsics, give the reference's bits on any CPU.
 ///
-/// The AVX-512 instance of the kernels (cpu/kernels_avx512.hpp: cpu/generate_panels.inl, cpu/sr8_blocks.inl and
+/// The AVX-512 instance of the kernels (cpu/isa_avx512.hpp: cpu/generate_panels.inl, cpu/sr8_blocks.inl and
 /// cpu/fwht_passes.inl on the lane types of cpu/lanes_avx512.inl) is compiled here a second time, without its target
 /// region, with every _mm512 name resolved by SIMD Everywhere (Debian libsimde-dev; SIMDe's native aliases), so the
 /// kernels' logic is checked bit for bit against the scalar reference on CPUs without AVX-512 (test_avx512_native runs
@@ -45,7 +45,7 @@ inline simde__m512 fused_fmadd_ps(simde__m512 a, simde__m512 b, simde__m512 c) {
 #define _mm512_cvtepu32_ps(a) simde_mm512_cvtepu32_ps(a)
 
 #define COMPACT_DETAIL_AVX512_EMULATED 1
-#include <compact/cpu/kernels_avx512.hpp>
+#include <compact/cpu/isa_avx512.hpp>
 
 #include "cpu/kernel_cases.hpp"
 #include "cpu/moment8_cases.hpp"

@@ -8,7 +8,7 @@
 #include <memory>
 #include <vector>
 
-#include <compact/api/optimizer_record.hpp>
+#include <compact/api/optimizer_options.hpp>
 #include <compact/spec/state.hpp>
 
 namespace compact_test {

@@ -2,7 +2,7 @@
 """A pure-torch reference of the moment8 codec and the 8-bit AdamW step (docs/spec.md, "The moment8 codec and the
 8-bit AdamW step"), written independently of the C++: the nearest code by a search over the table (float64, exact),
 every fp32 operation a separate torch op on full fp32 tensors (CPU: IEEE, correctly rounded). The tests compare
-torch.ops.compact.adamw8_step with it bit for bit; tests/core/moment8_golden.hpp holds its hashes."""
+torch.ops.compact.adamw8_step with it bit for bit; tests/spec/moment8_golden.hpp holds its hashes."""
 import math
 
 import torch
@@ -94,7 +94,7 @@ def step(grad, m_q, m_s, v_q, v_s, param, lr, b1, b2, eps, wd, t):
     return mq, ms, vq, vs, result
 
 
-# -- golden cases (tests/core/moment8_golden.hpp) ---------------------------------------------------------------------
+# -- golden cases (tests/spec/moment8_golden.hpp) ---------------------------------------------------------------------
 
 def splitmix64(x):
     z = (x + 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF

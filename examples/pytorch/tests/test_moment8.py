@@ -62,7 +62,7 @@ def test_op_matches_the_reference_bit_for_bit(n, mode):
 
 
 def test_golden_hashes_of_the_spec():
-    # The hashes tests/core/moment8_golden.hpp checks in C++: the reference and the op give them.
+    # The hashes tests/spec/moment8_golden.hpp checks in C++: the reference and the op give them.
     want = {"N": (0xa7f03a1c6dd1846b, 0xb735d877519e3bd4, 0x8e08bc8177a18781, 0xa4d0f79f78443a79, 0xf3e38e9fba83a820),
             "D": (0x702ed9a1fd8ded54, 0x5cf3a9cfa3966905, 0x86e8cfaba625628f, 0x9a435a03dc7921f8, 0x77e867ffdd99f2f0)}
     for case in ref.golden_cases():

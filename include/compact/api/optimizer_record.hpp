@@ -1,16 +1,13 @@
 // SPDX-License-Identifier: MIT
 #pragma once
-/// What the compressed optimizers of every backend share on the host: options, window policy, and the checkpoint
-/// record (format v2): its constants, header encoding, and validation over host bytes.
+/// The compressed optimizers' checkpoint record (format v2), shared by every backend: its constants, the identity a
+/// record must match, the header encoding, and validation over host bytes.
 
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <limits>
 #include <type_traits>
-
-#include <vector>
 
 #include "compact/config.hpp"
 #include "compact/spec/state.hpp"
@@ -19,41 +16,6 @@
 #include "compact/api/distributions.hpp"  // DistributionTraits of every distribution, distribution_name
 
 namespace compact {
-
-/// What happens to the moments when the schedule moves to a new window (P_old -> P_new) after a step.
-enum class WindowPolicy {
-  kKeep,           ///< keep M and V as they are (the paper's default, as in GaLore)
-  kReset,          ///< zero M and V and restart their bias corrections
-  kTransferFirst,  ///< M <- M P_oldᵀ P_new (computed in row panels, no m x n temporary); V kept or reset
-};
-
-/// Hyperparameters of CompressedAdamW. The update of a step is
-///   M <- b1 M + (1 - b1) Ĝ,   V <- b2 V + (1 - b2) Ĝ²,   N = (M / (1 - b1^a)) / (sqrt(V / (1 - b2^b)) + eps),
-///   W <- W - lr (alpha N Pᵀ + weight_decay W),
-/// with a, b the number of updates since M, V were last zeroed. `alpha` scales the decompressed update (the paper
-/// uses 0.25 for pretraining). With kTransferFirst, `reset_second_moment` chooses between keeping V (false) and
-/// zeroing it (true); V is never transferred (M P_oldᵀ P_new of a non-negative V can go negative).
-struct AdamWOptions {
-  double lr = 1e-3;
-  double beta1 = 0.9;
-  double beta2 = 0.999;
-  double eps = 1e-8;
-  double weight_decay = 0.0;
-  double alpha = 0.25;
-  WindowPolicy window_policy = WindowPolicy::kKeep;
-  bool reset_second_moment = false;
-};
-
-/// Hyperparameters of CompressedSgd: B <- momentum B + Ĝ (B = Ĝ on the first update after a reset),
-/// W <- W - lr (alpha B Pᵀ + weight_decay W). With momentum = 0 this is plain SGD on the compressed gradient.
-struct SgdOptions {
-  double lr = 1e-2;
-  double momentum = 0.9;
-  double weight_decay = 0.0;
-  double alpha = 1.0;
-  WindowPolicy window_policy = WindowPolicy::kKeep;
-};
-
 namespace detail {
 
 inline constexpr std::uint8_t kOptimizerMagic[4] = {'C', 'P', 'O', 'S'};
@@ -102,65 +64,6 @@ Scalar get_scalar(const std::uint8_t* p) {
     std::memcpy(&v, &bits, 8);
   }
   return v;
-}
-
-/// Checks the hyperparameters every compressed optimizer shares: lr and weight_decay finite and >= 0, alpha finite,
-/// and the two factors the update is applied with, -lr·alpha and 1 - lr·weight_decay, finite in Scalar (a double
-/// converted to a float out of its range is undefined behaviour). Scalar is the type the factors are passed to
-/// unsketch_grad in (the CUDA optimizers pass float whatever W's type).
-template <class Scalar>
-void check_update_scales(const char* fn, double lr, double alpha, double weight_decay) {
-  COMPACT_REQUIRE(std::isfinite(lr) && lr >= 0, fn << ": options.lr = " << lr << " must be finite and >= 0");
-  COMPACT_REQUIRE(std::isfinite(weight_decay) && weight_decay >= 0,
-                  fn << ": options.weight_decay = " << weight_decay << " must be finite and >= 0");
-  COMPACT_REQUIRE(std::isfinite(alpha), fn << ": options.alpha = " << alpha << " must be finite");
-  constexpr double kMax = static_cast<double>(std::numeric_limits<Scalar>::max());
-  COMPACT_REQUIRE(std::abs(lr * alpha) <= kMax, fn << ": options.lr * options.alpha = " << lr << " * " << alpha << " = "
-                                                   << lr * alpha << " is not finite in the optimizer's "
-                                                   << sizeof(Scalar) * 8 << "-bit scalar");
-  COMPACT_REQUIRE(std::abs(1.0 - lr * weight_decay) <= kMax,
-                  fn << ": 1 - options.lr * options.weight_decay = 1 - " << lr << " * " << weight_decay
-                     << " is not finite in the optimizer's " << sizeof(Scalar) * 8 << "-bit scalar");
-}
-
-/// The AdamW hyperparameter checks beyond check_update_scales, for moments kept in Moment (float or double).
-template <class Moment>
-void check_adamw_moment_options(const char* fn, const AdamWOptions& o) {
-  COMPACT_REQUIRE(o.beta1 >= 0 && o.beta1 < 1, fn << ": options.beta1 = " << o.beta1 << " must be in [0, 1)");
-  COMPACT_REQUIRE(o.beta2 >= 0 && o.beta2 < 1, fn << ": options.beta2 = " << o.beta2 << " must be in [0, 1)");
-  COMPACT_REQUIRE(std::isfinite(o.eps) && o.eps > 0, fn << ": options.eps = " << o.eps << " must be finite and > 0");
-  // In range before the conversion (out of range it is undefined), and not rounded to 0 (0/0 for a zero V).
-  COMPACT_REQUIRE(o.eps <= double(std::numeric_limits<Moment>::max()) && static_cast<Moment>(o.eps) > Moment(0),
-                  fn << ": options.eps = " << o.eps << " is not a positive finite value in the optimizer's "
-                     << sizeof(Moment) * 8 << "-bit scalar");
-}
-
-/// The SGD hyperparameter check beyond check_update_scales.
-inline void check_sgd_momentum(const char* fn, const SgdOptions& o) {
-  COMPACT_REQUIRE(o.momentum >= 0 && o.momentum < 1,
-                  fn << ": options.momentum = " << o.momentum << " must be in [0, 1)");
-}
-
-/// The scalars of one AdamW step in the moments' type T, each computed in double and rounded once:
-/// b1, 1 - b1, b2, 1 - b2, 1 / (1 - b1^a), 1 / (1 - b2^b) and eps, with a, b the moments' update counts after the
-/// step.
-template <class T>
-struct AdamWStepScalars {
-  T beta1, one_minus_beta1, beta2, one_minus_beta2, inv_bias1, inv_bias2, eps;
-};
-
-/// AdamWStepScalars of options `o` for a step after which M has had `updates1` and V `updates2` updates (>= 1).
-template <class T>
-AdamWStepScalars<T> adamw_step_scalars(const AdamWOptions& o, std::uint64_t updates1, std::uint64_t updates2) {
-  AdamWStepScalars<T> s;
-  s.beta1 = static_cast<T>(o.beta1);
-  s.one_minus_beta1 = static_cast<T>(1.0 - o.beta1);
-  s.beta2 = static_cast<T>(o.beta2);
-  s.one_minus_beta2 = static_cast<T>(1.0 - o.beta2);
-  s.inv_bias1 = static_cast<T>(1.0 / (1.0 - std::pow(o.beta1, double(updates1))));
-  s.inv_bias2 = static_cast<T>(1.0 / (1.0 - std::pow(o.beta2, double(updates2))));
-  s.eps = static_cast<T>(o.eps);
-  return s;
 }
 
 /// What a record says about one moment: its name in messages and whether its entries must be >= 0.
@@ -293,102 +196,6 @@ OptimizerCounters validate_optimizer_record(const char* fn, const std::uint8_t* 
   }
   return c;
 }
-
-/// The backend-neutral part of every compressed optimizer: shapes, the schedule and sketch stream that define P at each
-/// optimizer step, the step and moment-update counters, and the record's identity. Moment is the type the moments
-/// are kept and recorded in (the CPU's Scalar; float on the GPU).
-///
-/// Class invariant: 1 <= r <= n, m >= 1, a record of `moments` m x r moments of Moment fits in size_t;
-/// updates_[k] <= step_ < 2^64 - 1.
-template <class Dist, class Moment>
-class OptimizerCore {
-  static_assert(std::is_same_v<Moment, float> || std::is_same_v<Moment, double>,
-                "compact compressed optimizers: the moments are float or double");
-
- public:
-  /// Rows m of W (output features).
-  index_t rows() const { return m_; }
-  /// Columns n of W (input features), the projector's input dimension.
-  index_t in_dim() const { return n_; }
-  /// Rank r of the compressed space.
-  index_t rank() const { return r_; }
-  /// Optimizer steps taken so far (micro-batches do not count).
-  std::uint64_t step_count() const { return step_; }
-  /// The schedule and the sketch stream (SketchState::stream: which layer, or group of sibling layers) that define P.
-  const Schedule& schedule() const { return schedule_; }
-  std::uint64_t sketch_stream() const { return sketch_stream_; }
-  /// The sketch state of the coming step: every micro-batch until the next step() must sketch with it.
-  SketchState state() const { return schedule_.at(sketch_stream_, step_); }
-
- protected:
-  OptimizerCore(const char* fn, index_t m, index_t n, index_t r, Schedule schedule, std::uint64_t sketch_stream,
-                std::uint32_t kind, int moments, MomentInfo first, MomentInfo second)
-      : m_(m), n_(n), r_(r), schedule_(schedule), sketch_stream_(sketch_stream), kind_(kind), moments_(moments) {
-    COMPACT_REQUIRE(m >= 1, fn << ": argument m (rows of W) = " << m << " must be >= 1");
-    COMPACT_REQUIRE(n >= 1, fn << ": argument n (columns of W) = " << n << " must be >= 1");
-    COMPACT_REQUIRE(r >= 1 && r <= n, fn << ": argument r = " << r << " must satisfy 1 <= r <= n = " << n);
-    // The record holds every moment: its size must be representable too.
-    const index_t entries = checked_mul(fn, "m * r", m, r);
-    const std::size_t moment_bytes = checked_bytes<Moment>(fn, "one m x r moment", entries);
-    COMPACT_REQUIRE(moment_bytes <= (~std::size_t{0} - kOptimizerHeaderBytes) / std::size_t(moments),
-                    fn << ": the checkpoint record of " << moments << " moments of m * r = " << entries
-                       << " entries exceeds the address space");
-    info_[0] = first;
-    info_[1] = second;
-  }
-
-  /// Refuses a step when the step count cannot grow (the record keeps step < 2^64 - 1).
-  void check_step_count(const char* fn) const {
-    COMPACT_REQUIRE(step_ < ~std::uint64_t{0} - 1, fn << ": the step count " << step_ << " cannot grow further");
-  }
-
-  /// What a record of this optimizer must match.
-  OptimizerIdentity identity() const {
-    return OptimizerIdentity{kind_,
-                             distribution_code<Dist>(),
-                             static_cast<std::uint32_t>(sizeof(Moment)),
-                             moments_,
-                             {info_[0], info_[1]},
-                             std::uint64_t(m_),
-                             std::uint64_t(n_),
-                             std::uint64_t(r_),
-                             schedule_.seed(),
-                             schedule_.period(),
-                             sketch_stream_};
-  }
-
-  /// A record of this optimizer's size with its header written; the caller writes the moments
-  /// (optimizer_moment_bytes).
-  std::vector<std::uint8_t> new_record(const char* fn) const {
-    const OptimizerIdentity id = identity();
-    std::vector<std::uint8_t> out = allocating(fn, "the checkpoint record", id.record_bytes(),
-                                               [&] { return std::vector<std::uint8_t>(id.record_bytes()); });
-    OptimizerCounters counters;
-    counters.step = step_;
-    counters.updates[0] = updates_[0];
-    counters.updates[1] = updates_[1];
-    encode_optimizer_header(id, counters, out.data());
-    return out;
-  }
-
-  /// Sets the counters of a validated record.
-  void restore_counters(const OptimizerCounters& c) {
-    step_ = c.step;
-    updates_[0] = c.updates[0];
-    updates_[1] = c.updates[1];
-  }
-
-  index_t m_;
-  index_t n_;
-  index_t r_;
-  Schedule schedule_;
-  std::uint64_t sketch_stream_;  // SketchState::stream of every P (not a CUDA stream)
-  std::uint32_t kind_;
-  int moments_;
-  MomentInfo info_[2] = {};
-  std::uint64_t step_ = 0;
-  std::uint64_t updates_[2] = {0, 0};  // updates since moment k was last zeroed (bias correction)
-};
 
 }  // namespace detail
 }  // namespace compact

@@ -9,6 +9,7 @@
 #include "compact/api/view.hpp"
 #include "compact/cpu/backend.hpp"
 #include "compact/cpu/eigen.hpp"
+#include "compact/cpu/parallel.hpp"
 #include "compact/cpu/gemm_engine.hpp"
 
 namespace compact {

@@ -18,11 +18,11 @@
 #include "compact/spec/srht.hpp"
 #include "compact/cpu/fwht_portable.hpp"
 #include "compact/cpu/isa.hpp"
-#include "compact/cpu/kernels_avx2.hpp"
-#include "compact/cpu/kernels_avx512.hpp"
+#include "compact/cpu/isa_avx2.hpp"
+#include "compact/cpu/isa_avx512.hpp"
 
 // The vector paths (CpuIsa::kAvx2, kAvx512) are one source, cpu/fwht_passes.inl, compiled per instruction set
-// (cpu/kernels_avx2.hpp, cpu/kernels_avx512.hpp) and chosen at run time, so no -m/-march flag is needed. The scalar
+// (cpu/isa_avx2.hpp, cpu/isa_avx512.hpp) and chosen at run time, so no -m/-march flag is needed. The scalar
 // path is the portable loops of cpu/fwht_portable.hpp, not a one-lane instance of fwht_passes.inl: compilers
 // vectorize those plain loops (the portable path is what runs on other CPUs, e.g. NEON), while the one-lane instance of
 // the register passes was measured 2.7-3.9x slower at -O2 without -march (n = 2^8..2^20).

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// No #pragma once: included once per instruction set (cpu/kernels_avx2.hpp, cpu/kernels_avx512.hpp, SIMDe's
+// No #pragma once: included once per instruction set (cpu/isa_avx2.hpp, cpu/isa_avx512.hpp, SIMDe's
 // tests/cpu/test_avx512_emulated.cpp), inside that instance's namespace and target region, after its lane file.
 /// The in-cache Walsh-Hadamard transform written once for every vector instruction set: a register holds
 /// 2^kLogLanes consecutive elements, the stages below kLogLanes act inside it, the others between registers, up to

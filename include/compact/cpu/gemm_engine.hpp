@@ -25,6 +25,7 @@
 
 #include "compact/config.hpp"
 #include "compact/cpu/eigen.hpp"
+#include "compact/cpu/parallel.hpp"
 
 namespace compact {
 

@@ -5,7 +5,7 @@
 /// `detail::fill_dense_panel` writes the same bits as the reference loop `detail::fill_dense_panel_scalar`
 /// (spec/entries.hpp) on the active instruction set (cpu/isa.hpp, checked at run time, so the library needs no -m
 /// flags): the AVX-512 or the AVX2 + FMA instance of cpu/generate_panels.inl (one source, compiled per instruction set
-/// by cpu/kernels_avx512.hpp and cpu/kernels_avx2.hpp), or the reference loop. The vector kernels perform exactly the
+/// by cpu/isa_avx512.hpp and cpu/isa_avx2.hpp), or the reference loop. The vector kernels perform exactly the
 /// reference's IEEE operations (same fma sequence, same roundings, the same integer conversions), lane by lane, so
 /// their results are bit-identical; tests/cpu/test_generate.cpp checks this on many panels.
 
@@ -15,8 +15,8 @@
 #include "compact/config.hpp"
 #include "compact/spec/entries.hpp"
 #include "compact/cpu/isa.hpp"
-#include "compact/cpu/kernels_avx2.hpp"
-#include "compact/cpu/kernels_avx512.hpp"
+#include "compact/cpu/isa_avx2.hpp"
+#include "compact/cpu/isa_avx512.hpp"
 
 namespace compact {
 namespace detail {

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// No #pragma once: included once per instruction set (cpu/kernels_avx2.hpp, cpu/kernels_avx512.hpp, SIMDe's
+// No #pragma once: included once per instruction set (cpu/isa_avx2.hpp, cpu/isa_avx512.hpp, SIMDe's
 // tests/cpu/test_avx512_emulated.cpp), inside that instance's namespace and target region, after its lane types
 // (cpu/lanes_<isa>.inl) and spec/fp32_lanes.inl.
 /// Dense panel generation written once for every vector instruction set: kLanes Philox4x32-10 blocks per step,

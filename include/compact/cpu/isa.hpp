@@ -36,7 +36,7 @@
 //
 // Each kernel is written once (cpu/fwht_passes.inl, cpu/generate_panels.inl, spec/fp32_lanes.inl) against the lane
 // types of an instruction set (cpu/lanes_avx2.inl, cpu/lanes_avx512.inl) and compiled once per instruction set, as
-// Highway does: cpu/kernels_avx2.hpp and cpu/kernels_avx512.hpp include the sources inside a namespace of their own
+// Highway does: cpu/isa_avx2.hpp and cpu/isa_avx512.hpp include the sources inside a namespace of their own
 // (detail::avx2, detail::avx512) between COMPACT_DETAIL_BEGIN_<ISA> and COMPACT_DETAIL_END_TARGET, which give every
 // function defined in between the target (g++: #pragma GCC target; clang++: #pragma clang attribute), so the library
 // needs no -m flags; which instance runs is decided at run time.
@@ -62,7 +62,7 @@
 #endif
 #endif
 
-// The AVX-512 instance (cpu/kernels_avx512.hpp) is compiled natively in a target region, or, in a test translation
+// The AVX-512 instance (cpu/isa_avx512.hpp) is compiled natively in a target region, or, in a test translation
 // unit that defines COMPACT_DETAIL_AVX512_EMULATED after including SIMDe with native aliases, against SIMDe's
 // portable intrinsics, without the target region and in another namespace (so that the two builds never share a
 // symbol).

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// No #pragma once: included once, by cpu/kernels_avx2.hpp, inside namespace detail::avx2 and its target region.
+// No #pragma once: included once, by cpu/isa_avx2.hpp, inside namespace detail::avx2 and its target region.
 /// Eight lanes of AVX2 + FMA: the lane types and operations that spec/fp32_lanes.inl, cpu/generate_panels.inl and
 /// cpu/fwht_passes.inl are written in (the list is in each of those files' comments).
 ///

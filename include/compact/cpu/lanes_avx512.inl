@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// No #pragma once: included once per build of the AVX-512 instance (cpu/kernels_avx512.hpp, and SIMDe's in
+// No #pragma once: included once per build of the AVX-512 instance (cpu/isa_avx512.hpp, and SIMDe's in
 // tests/cpu/test_avx512_emulated.cpp), inside that instance's namespace and target region.
 /// Sixteen lanes of AVX-512 F: the lane types and operations that spec/fp32_lanes.inl, cpu/generate_panels.inl and
 /// cpu/fwht_passes.inl are written in (the list is in each of those files' comments).

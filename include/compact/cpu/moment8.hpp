@@ -11,10 +11,10 @@
 #include "compact/api/moment8_checks.hpp"
 #include "compact/kernels/convert.hpp"
 #include "compact/cpu/backend.hpp"
-#include "compact/cpu/eigen.hpp"
+#include "compact/cpu/parallel.hpp"
 #include "compact/cpu/isa.hpp"
-#include "compact/cpu/kernels_avx2.hpp"
-#include "compact/cpu/kernels_avx512.hpp"
+#include "compact/cpu/isa_avx2.hpp"
+#include "compact/cpu/isa_avx512.hpp"
 
 namespace compact {
 

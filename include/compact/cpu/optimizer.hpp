@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 #pragma once
-/// Compressed-space optimizers on the CPU: the CPU's storage of the optimizer core (api/optimizer_core.hpp), and
+/// Compressed-space optimizers on the CPU: the CPU's storage of the optimizer core (api/optimizer_bases.hpp), and
 /// CompressedAdamW<Cpu, ...> and CompressedSgd<Cpu, ...>, which add their step.
 
 #include <algorithm>
@@ -12,8 +12,10 @@
 
 #include "compact/config.hpp"
 #include "compact/spec/state.hpp"
+#include "compact/api/optimizer_bases.hpp"
 #include "compact/api/optimizer_core.hpp"
 #include "compact/api/optimizer_fwd.hpp"
+#include "compact/api/optimizer_options.hpp"
 #include "compact/api/optimizer_record.hpp"
 #include "compact/api/projector_core.hpp"
 #include "compact/api/projector_fwd.hpp"
@@ -24,13 +26,14 @@
 #include "compact/cpu/compressed_grad.hpp"
 #include "compact/cpu/dense_projector.hpp"
 #include "compact/cpu/eigen.hpp"
+#include "compact/cpu/scratch.hpp"
 #include "compact/cpu/srht_projector.hpp"
 
 namespace compact {
 
 namespace detail {
 
-/// The CPU's storage of a compressed optimizer (the hooks of api/optimizer_core.hpp): Ĝ, the moments and the update N
+/// The CPU's storage of a compressed optimizer (the hooks of api/optimizer_bases.hpp): Ĝ, the moments and the update N
 /// are m x r host matrices of Scalar; a projector call runs with the workspace the step lent it (Context =
 /// Workspace); P of the next window is built as a new projector.
 ///
@@ -70,7 +73,7 @@ class OptimizerStorage<Cpu, Dist, Scalar> : public OptimizerCore<Dist, Scalar> {
     moment_[1] = make_zero_matrix<Scalar>(fn, second.name, moments_ > 1 ? m_ : 0, moments_ > 1 ? r_ : 0);
   }
 
-  // The hooks of api/optimizer_core.hpp.
+  // The hooks of api/optimizer_bases.hpp.
   static Context default_context() { return Workspace{}; }
   MatrixView<Scalar> grad_view() { return MatrixView<Scalar>(grad_.data(), m_, r_, r_); }
   MatrixView<const Scalar> grad_view() const { return MatrixView<const Scalar>(grad_.data(), m_, r_, r_); }

@@ -11,6 +11,7 @@
 #include "compact/api/view.hpp"
 #include "compact/api/workspace.hpp"
 #include "compact/cpu/eigen.hpp"
+#include "compact/cpu/scratch.hpp"
 
 namespace compact {
 namespace detail {

@@ -10,10 +10,10 @@
 #include "compact/spec/sr8.hpp"
 #include "compact/api/sr8_checks.hpp"
 #include "compact/cpu/backend.hpp"
-#include "compact/cpu/eigen.hpp"
+#include "compact/cpu/parallel.hpp"
 #include "compact/cpu/isa.hpp"
-#include "compact/cpu/kernels_avx2.hpp"
-#include "compact/cpu/kernels_avx512.hpp"
+#include "compact/cpu/isa_avx2.hpp"
+#include "compact/cpu/isa_avx512.hpp"
 
 namespace compact {
 namespace detail {

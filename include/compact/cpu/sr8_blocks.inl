@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// No #pragma once: included once per instruction set (cpu/kernels_avx2.hpp, cpu/kernels_avx512.hpp, SIMDe's
+// No #pragma once: included once per instruction set (cpu/isa_avx2.hpp, cpu/isa_avx512.hpp, SIMDe's
 // tests/cpu/test_avx512_emulated.cpp), inside that instance's namespace and target region, after its lane types
 // (cpu/lanes_<isa>.inl) and cpu/generate_panels.inl (whose Philox it runs).
 /// The sr8 codec's CPU kernels written once for every vector instruction set: kLanes Philox calls give the uniforms of

@@ -14,8 +14,8 @@
 #include "compact/config.hpp"
 #include "compact/cpu/fwht.hpp"
 #include "compact/cpu/isa.hpp"
-#include "compact/cpu/kernels_avx2.hpp"
-#include "compact/cpu/kernels_avx512.hpp"
+#include "compact/cpu/isa_avx2.hpp"
+#include "compact/cpu/isa_avx512.hpp"
 
 namespace compact {
 namespace detail {

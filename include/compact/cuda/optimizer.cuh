@@ -16,8 +16,10 @@
 #include "compact/config.hpp"
 #include "compact/spec/state.hpp"
 #include "compact/api/checked_size.hpp"
+#include "compact/api/optimizer_bases.hpp"
 #include "compact/api/optimizer_core.hpp"
 #include "compact/api/optimizer_fwd.hpp"
+#include "compact/api/optimizer_options.hpp"
 #include "compact/api/optimizer_record.hpp"
 #include "compact/api/projector_fwd.hpp"
 #include "compact/api/view.hpp"
@@ -101,7 +103,7 @@ inline void check_device_pointer(const char* fn, const char* name, const void* p
                      << ", this optimizer runs on device " << device);
 }
 
-/// The GPU's storage of a compressed optimizer (the hooks of api/optimizer_core.hpp): Ĝ, the moments (fp32 whatever
+/// The GPU's storage of a compressed optimizer (the hooks of api/optimizer_bases.hpp): Ĝ, the moments (fp32 whatever
 /// W's type) and the update N (W's type) in one device allocation; the projectors' workspace in two slots (the
 /// current window's P and, at a window change, the next one's); Context = the cudaStream_t a call runs on.
 ///
@@ -211,7 +213,7 @@ class OptimizerStorage<Cuda, Dist, Scalar> : public OptimizerCore<Dist, float> {
     projector_.emplace(make_projector(0, this->state(), backend_));
   }
 
-  // The hooks of api/optimizer_core.hpp.
+  // The hooks of api/optimizer_bases.hpp.
   Context default_context() const { return backend_.stream; }
   MatrixView<float> grad_view() const { return MatrixView<float>(grad_ptr(), m_, r_, r_); }
   MatrixView<float> moment_view(int k) const { return MatrixView<float>(moment_ptr(k), m_, r_, r_); }

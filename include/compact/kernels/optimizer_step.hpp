@@ -17,7 +17,7 @@
 #include "compact/config.hpp"
 #include "compact/portability.hpp"
 #include "compact/spec/fp32_math.hpp"
-#include "compact/api/optimizer_record.hpp"
+#include "compact/api/optimizer_options.hpp"
 #include "compact/kernels/convert.hpp"
 #include "compact/kernels/grid.hpp"
 

@@ -137,7 +137,7 @@ COMPACT_HOST_DEVICE inline index_t srht_chunk_blocks_needed(const SrhtPlan& p, i
 COMPACT_HOST_DEVICE inline index_t srht_register_tasks(const SrhtPlan& p, index_t rows) { return rows << p.chunk_bits; }
 
 // ---------------------------------------------------------------------------------------------------------------
-// Launch geometry (the launchers in cuda/srht_kernels.cuh use these; tests/core/test_launch_limits.cpp checks them
+// Launch geometry (the launchers in cuda/srht_kernels.cuh use these; tests/kernels/test_launch_limits.cpp checks them
 // against the device limits of sm_80 and sm_90).
 
 /// Grid cap of the row kernels: beyond 2^16 blocks they stride.

@@ -12,7 +12,7 @@
 ///
 /// One lane (namespace detail::scalar, spec/fp32_math.hpp, host and device) is the entry specification itself:
 /// fp32::log, fp32::sincos_2pi and box_muller are that instance. The CPU's AVX2 and AVX-512 generators
-/// (cpu/kernels_avx2.hpp, cpu/kernels_avx512.hpp) are the others. Every operation above is one IEEE operation or an
+/// (cpu/isa_avx2.hpp, cpu/isa_avx512.hpp) are the others. Every operation above is one IEEE operation or an
 /// exact integer/bit operation in every instance, so each lane of every instance performs the same roundings in the
 /// same order and gives the same bits. Every product that feeds a sum is an explicit fma or exact, so -ffp-contract
 /// (and nvcc's --fmad) cannot change a bit either. Changing anything here changes every Gaussian P (a new entry-spec

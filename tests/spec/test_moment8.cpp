@@ -2,13 +2,13 @@
 /// The moment8 codec and the 8-bit AdamW step's specification (spec/moment8.hpp): the code tables against their
 /// closed formula, the encode against a brute-force nearest-code search (every code, every midpoint and its
 /// neighbours), the special blocks (zero, subnormal, non-finite), the step's operation order, the golden values
-/// (tests/core/moment8_golden.hpp, computed independently by the pytest reference), and the GPU kernel body
+/// (tests/spec/moment8_golden.hpp, computed independently by the pytest reference), and the GPU kernel body
 /// (kernels/moment8.hpp) driven by host loops, against the reference.
 #include <doctest/doctest.h>
 
 #include <compact/compact.hpp>
 
-#include "core/moment8_golden.hpp"
+#include "spec/moment8_golden.hpp"
 #include "cpu/kernel_cases.hpp"
 #include "cpu/moment8_cases.hpp"
 

@@ -3,7 +3,7 @@
 /// The AVX-512 instance of the CPU kernels (CpuIsa::kAvx512): the one source of each kernel compiled for AVX-512 F in
 /// namespace detail::avx512.
 ///
-/// As cpu/kernels_avx2.hpp, with the lane types of cpu/lanes_avx512.inl between COMPACT_DETAIL_BEGIN_AVX512 and
+/// As cpu/isa_avx2.hpp, with the lane types of cpu/lanes_avx512.inl between COMPACT_DETAIL_BEGIN_AVX512 and
 /// COMPACT_DETAIL_END_TARGET. tests/cpu/test_avx512_emulated.cpp compiles the same instance a second time, against
 /// SIMDe's portable AVX-512 intrinsics: that translation unit includes SIMDe with native aliases first and defines
 /// COMPACT_DETAIL_AVX512_EMULATED, which drops the target region and moves the instance into namespace

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 #pragma once
-/// The inputs of the sr8 codec's golden values (docs/spec.md, "sr8 golden values"): shared by tests/core/golden.cpp,
+/// The inputs of the sr8 codec's golden values (docs/spec.md, "sr8 golden values"): shared by tests/spec/golden.cpp,
 /// which checks the bits, and tools/print_golden.cpp, which prints them.
 
 #include <compact/spec/philox.hpp>

@@ -6,7 +6,7 @@
 
 #include <compact/compact.hpp>
 
-#include "core/sr8_golden.hpp"
+#include "spec/sr8_golden.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -270,7 +270,7 @@ TEST_CASE("the CPU SRHT projector's materialize, sketch and unsketch_grad reprod
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// The sr8 codec (docs/spec.md, "sr8 golden values"): the inputs of tests/core/sr8_golden.hpp, every q byte and scale.
+// The sr8 codec (docs/spec.md, "sr8 golden values"): the inputs of tests/spec/sr8_golden.hpp, every q byte and scale.
 // Regenerate with tools/print_golden.cpp.
 
 namespace {
