@@ -32,6 +32,13 @@ using Traits = compact::detail::CudaScalar<T>;
 using compact_test::gpu;
 using compact_test::random_scalars;
 
+// The CUDA storage provides every hook the optimizer bases call (api/optimizer_storage.hpp).
+template <class Dist, class Scalar>
+constexpr bool cuda_storage_complete =
+    compact::detail::is_optimizer_storage_v<compact::detail::OptimizerStorage<compact::Cuda, Dist, Scalar>, Scalar>;
+static_assert(cuda_storage_complete<compact::Gaussian, float> && cuda_storage_complete<compact::Srht, __half> &&
+              cuda_storage_complete<compact::Rademacher, __nv_bfloat16>);
+
 /// A device copy of a host vector, freed at scope exit.
 template <class T>
 struct DeviceVector {
