@@ -2,8 +2,9 @@
 #pragma once
 /// The only include a user needs: every public header of compact, in dependency order.
 ///
-/// The CPU (Eigen) backend is always included; in a translation unit compiled by nvcc the CUDA backend is too, so one
-/// .cu file can use both (e.g. check a GPU result against the CPU's bit for bit).
+/// The CPU (Eigen) backend is always included; in a translation unit compiled by nvcc the CUDA backend (and the kernel
+/// bodies it launches) is too, so one .cu file can use both (e.g. check a GPU result against the CPU's bit for bit).
+/// A CPU translation unit gets only what the CPU backend uses: no GPU kernel bodies.
 
 // Configuration, and the one header where host and device code differ.
 #include "compact/config.hpp"
@@ -36,22 +37,12 @@
 #include "compact/api/sr8_checks.hpp"
 #include "compact/api/moment8_checks.hpp"
 
-// Kernel bodies: host/device functions of (block, thread) that the CUDA backend launches and the CPU tests drive.
+// Kernel bodies: host/device functions of (block, thread). The CPU backend uses three (the panel split, the element
+// conversions, the optimizers' per-element update); the rest are the CUDA backend's, below.
 #include "compact/kernels/grid.hpp"
-#include "compact/kernels/block.hpp"
-#include "compact/kernels/launch_limits.hpp"
 #include "compact/kernels/convert.hpp"
-#include "compact/kernels/vec16.hpp"
 #include "compact/kernels/panel_schedule.hpp"
-#include "compact/kernels/dense_panel.hpp"
-#include "compact/kernels/gemm_plan.hpp"
-#include "compact/kernels/fwht_block.hpp"
-#include "compact/kernels/srht_row_kernels.hpp"
-#include "compact/kernels/srht_select.hpp"
-#include "compact/kernels/srht_workspace.hpp"
 #include "compact/kernels/optimizer_step.hpp"
-#include "compact/kernels/sr8.hpp"
-#include "compact/kernels/moment8.hpp"
 
 // CPU backend (Eigen), in every translation unit; its SIMD kernels are one source compiled per instruction set.
 #include "compact/cpu/backend.hpp"
@@ -81,7 +72,20 @@
 #include "compact/cpu/moment8.hpp"
 
 #if defined(__CUDACC__)
-// CUDA backend (nvcc only): kernels, cuBLAS glue, projectors, Thrust conveniences.
+// The kernel bodies only the CUDA backend launches (the CPU tests that drive them include them themselves).
+#include "compact/kernels/block.hpp"
+#include "compact/kernels/launch_limits.hpp"
+#include "compact/kernels/vec16.hpp"
+#include "compact/kernels/dense_panel.hpp"
+#include "compact/kernels/gemm_plan.hpp"
+#include "compact/kernels/fwht_block.hpp"
+#include "compact/kernels/srht_row_kernels.hpp"
+#include "compact/kernels/srht_select.hpp"
+#include "compact/kernels/srht_workspace.hpp"
+#include "compact/kernels/sr8.hpp"
+#include "compact/kernels/moment8.hpp"
+
+// CUDA backend (nvcc only): launchers, cuBLAS glue, projectors, Thrust conveniences.
 #include "compact/cuda/backend.cuh"
 #include "compact/cuda/check.cuh"
 #include "compact/cuda/device.cuh"

@@ -25,6 +25,13 @@ using compact::WindowPolicy;
 using compact_test::error_of;
 using compact_test::random_matrix;
 
+// The CPU storage provides every hook the optimizer bases call (api/optimizer_storage.hpp).
+template <class Dist, class Scalar>
+constexpr bool cpu_storage_complete =
+    compact::detail::is_optimizer_storage_v<compact::detail::OptimizerStorage<compact::Cpu, Dist, Scalar>, Scalar>;
+static_assert(cpu_storage_complete<compact::Gaussian, float> && cpu_storage_complete<compact::Rademacher, double> &&
+              cpu_storage_complete<compact::Srht, float> && cpu_storage_complete<compact::Srht, double>);
+
 /// Naive CompressedAdamW: P materialized, the m x n update N Pᵀ and (for kTransferFirst) M P_oldᵀ formed explicitly.
 template <class Dist, class Scalar>
 struct ReferenceAdamW {

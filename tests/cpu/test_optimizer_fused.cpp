@@ -5,6 +5,9 @@
 #include <doctest/doctest.h>
 
 #include <compact/compact.hpp>
+#include <compact/kernels/block.hpp>  // the GPU kernel bodies, driven on the host
+#include <compact/kernels/convert.hpp>
+#include <compact/kernels/optimizer_step.hpp>
 
 #include <cstdint>
 #include <cstring>

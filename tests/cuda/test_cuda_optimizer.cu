@@ -32,6 +32,13 @@ using Traits = compact::detail::CudaScalar<T>;
 using compact_test::gpu;
 using compact_test::random_scalars;
 
+// The CUDA storage provides every hook the optimizer bases call (api/optimizer_storage.hpp).
+template <class Dist, class Scalar>
+constexpr bool cuda_storage_complete =
+    compact::detail::is_optimizer_storage_v<compact::detail::OptimizerStorage<compact::Cuda, Dist, Scalar>, Scalar>;
+static_assert(cuda_storage_complete<compact::Gaussian, float> && cuda_storage_complete<compact::Srht, __half> &&
+              cuda_storage_complete<compact::Rademacher, __nv_bfloat16>);
+
 /// A device copy of a host vector, freed at scope exit.
 template <class T>
 struct DeviceVector {
@@ -39,8 +46,7 @@ struct DeviceVector {
   std::size_t size;
   explicit DeviceVector(const std::vector<T>& h)
       : memory("test", "a device vector", h.size() * sizeof(T)), size(h.size()) {
-    compact::detail::check_cuda(cudaMemcpy(memory.data(), h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice),
-                                "upload");
+    compact::check_cuda(cudaMemcpy(memory.data(), h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice), "upload");
   }
   T* data() const { return reinterpret_cast<T*>(memory.data()); }
   MatrixView<T> view(index_t rows, index_t cols) const { return MatrixView<T>(data(), rows, cols, cols); }
@@ -51,7 +57,7 @@ template <class T>
 std::vector<T> download(const T* d, std::size_t count) {
   gpu().sync();
   std::vector<T> h(count);
-  compact::detail::check_cuda(cudaMemcpy(h.data(), d, count * sizeof(T), cudaMemcpyDeviceToHost), "download");
+  compact::check_cuda(cudaMemcpy(h.data(), d, count * sizeof(T), cudaMemcpyDeviceToHost), "download");
   return h;
 }
 
@@ -300,7 +306,7 @@ TEST_CASE("kTransferFirst on the GPU: M becomes M P_oldᵀ P_new within the fp32
   const DeviceVector<float> p0_d(std::vector<float>(std::size_t(n * r))), p1_d(std::vector<float>(std::size_t(n * r)));
   opt.projector().materialize(p0_d.view(n, r));
   const std::vector<float> g = random_scalars<float>(std::size_t(m * r), 9);
-  compact::detail::check_cuda(cudaMemcpy(opt.grad().data, g.data(), g.size() * 4, cudaMemcpyHostToDevice), "Ĝ");
+  compact::check_cuda(cudaMemcpy(opt.grad().data, g.data(), g.size() * 4, cudaMemcpyHostToDevice), "Ĝ");
   const DeviceVector<float> w(std::vector<float>(std::size_t(m * n)));
   opt.step(w.view(m, n));  // period 1: the window changes after every step
   opt.projector().materialize(p1_d.view(n, r));
@@ -435,7 +441,7 @@ TEST_CASE("SGD with fp16 W stores the increment -lr·alpha·B: a B beyond fp16's
   compact::CompressedSgd<compact::Cuda, compact::Gaussian, Half> opt(m, n, r, compact::Schedule(3, 0), 0, gpu().backend,
                                                                      o);
   const std::vector<float> g(std::size_t(m * r), 1e5f);
-  compact::detail::check_cuda(cudaMemcpy(opt.grad().data, g.data(), g.size() * 4, cudaMemcpyHostToDevice), "Ĝ");
+  compact::check_cuda(cudaMemcpy(opt.grad().data, g.data(), g.size() * 4, cudaMemcpyHostToDevice), "Ĝ");
   const std::vector<Half> w_host = random_scalars<Half>(std::size_t(m * n), 5);
   const DeviceVector<Half> w(w_host);
   const DeviceVector<Half> p_d(std::vector<Half>(std::size_t(n * r)));
@@ -489,7 +495,7 @@ TEST_CASE("load_state returns with its stream idle: Ĝ zeroed and the moments co
   Opt opt(m, n, r, compact::Schedule(1, 0), 0, gpu().backend);
   const std::vector<std::uint8_t> record = opt.save_state();
   const std::vector<float> ones(std::size_t(m * r), 1.0f);
-  compact::detail::check_cuda(cudaMemcpy(opt.grad().data, ones.data(), ones.size() * 4, cudaMemcpyHostToDevice), "Ĝ");
+  compact::check_cuda(cudaMemcpy(opt.grad().data, ones.data(), ones.size() * 4, cudaMemcpyHostToDevice), "Ĝ");
   opt.load_state(record);
   CHECK(cudaStreamQuery(gpu().backend.stream) == cudaSuccess);
   CHECK(download(opt.grad().data, std::size_t(m * r)) == std::vector<float>(std::size_t(m * r), 0.0f));

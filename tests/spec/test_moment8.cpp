@@ -7,6 +7,8 @@
 #include <doctest/doctest.h>
 
 #include <compact/compact.hpp>
+#include <compact/kernels/block.hpp>  // the GPU kernel bodies, driven on the host
+#include <compact/kernels/moment8.hpp>
 
 #include "spec/moment8_golden.hpp"
 #include "cpu/kernel_cases.hpp"

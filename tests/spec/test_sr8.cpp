@@ -6,6 +6,8 @@
 #include <doctest/doctest.h>
 
 #include <compact/compact.hpp>
+#include <compact/kernels/block.hpp>  // the GPU kernel bodies, driven on the host
+#include <compact/kernels/sr8.hpp>
 
 #include "cpu/kernel_cases.hpp"
 

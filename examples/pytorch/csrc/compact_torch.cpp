@@ -10,6 +10,8 @@
 /// counts it). Every check runs before anything is written; failures raise compact_torch.CompactError (a
 /// ValueError) carrying compact's message, through torch.ops as well as through the pybind11 functions.
 ///
+/// The C++ namespace is compact_ext (the Python package is compact_torch, the operators torch.ops.compact.*).
+///
 /// Nothing here touches torch's allocators: the byte-exact CPU allocation tracker of the memory measurements is a
 /// separate module (memtrack.cpp, compact_torch._memtrack) that only measuring scripts load.
 
@@ -40,7 +42,7 @@
 #include <c10/cuda/CUDAGuard.h>
 #endif
 
-namespace compact_torch {
+namespace compact_ext {
 namespace {
 
 using compact::index_t;
@@ -56,7 +58,7 @@ using DistId = std::size_t;
 /// The names Python's `dist=` takes: compact::Distributions' names in lower case, in list order (position = DistId).
 std::vector<std::string> dist_names() {
   std::vector<std::string> names;
-  compact::detail::for_each_type(compact::Distributions{}, [&](auto dist) {
+  compact::for_each_distribution([&](auto dist) {
     std::string lower = compact::DistributionTraits<decltype(dist)>::kName;
     for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     names.push_back(lower);
@@ -166,9 +168,7 @@ void dispatch_cpu(DistId dist, torch::ScalarType st, F&& f) {
     }
   };
   const auto with_dist = [&](auto scalar_tag) {
-    const bool known = compact::detail::visit_type_at(compact::Distributions{}, dist,
-                                                      [&](auto dist_tag) { on_cpu(dist_tag, scalar_tag); });
-    COMPACT_REQUIRE(known, "compact_torch: unknown distribution id " << dist);
+    compact::visit_distribution_at(dist, [&](auto dist_tag) { on_cpu(dist_tag, scalar_tag); });
   };
   if (st == torch::kDouble) {
     with_dist(double{});
@@ -510,8 +510,7 @@ void compressed_grad_impl(const torch::Tensor& dy_in, const torch::Tensor& z_in,
   // distribution plays no part, the first one only selects the dispatch's scalar branch).
   dispatch_cpu(0, dy.scalar_type(), [&](auto, auto scalar_tag) {
     using Scalar = decltype(scalar_tag);
-    compact::detail::check_compressed_grad_args(view_of<const Scalar>(dy), view_of<const Scalar>(z),
-                                                view_of<Scalar>(g));
+    compact::check_compressed_grad_args(view_of<const Scalar>(dy), view_of<const Scalar>(z), view_of<Scalar>(g));
   });
   if (beta == 0.0) {
     torch::mm_out(g, dy.t(), z);
@@ -707,7 +706,7 @@ std::int64_t cpu_scratch_bytes(index_t n, index_t r, const std::string& dist_nam
     if constexpr (compact::is_dense_v<Dist>) {
       if (unsketch) bytes = static_cast<std::int64_t>(sizeof(Scalar)) * p.panel_height() * r;  // the family's panel
     } else if constexpr (compact::is_transform_v<Dist>) {
-      bytes = static_cast<std::int64_t>(p.scratch_bytes_per_thread()) * compact::detail::max_threads();
+      bytes = static_cast<std::int64_t>(p.scratch_bytes_per_thread()) * compact::cpu_max_threads();
     } else {
       bytes = static_cast<std::int64_t>(p.workspace_bytes(n, r));  // the uniform query: a bound for every call
     }
@@ -753,7 +752,7 @@ void impl_kernels(torch::Library& m) {
 }
 
 }  // namespace
-}  // namespace compact_torch
+}  // namespace compact_ext
 
 // The operator library: torch.ops.compact.*. The schemas are what torch.compile traces (with the fake kernels of
 // compact_torch/_ext.py); one kernel per op serves CPU and, in a CUDA build, CUDA tensors.
@@ -771,39 +770,39 @@ TORCH_LIBRARY(compact, m) {
       "-> ()");
 }
 
-TORCH_LIBRARY_IMPL(compact, CPU, m) { compact_torch::impl_kernels(m); }
+TORCH_LIBRARY_IMPL(compact, CPU, m) { compact_ext::impl_kernels(m); }
 
 // CUDA tensors reach the same kernels in every build: with the CUDA backend compiled in they run on it; in a CPU-only
 // build the kernels' device check raises an error naming the missing backend and how to get it (rather than the
 // dispatcher's "could not run 'compact::sketch' with arguments from the 'CUDA' backend").
-TORCH_LIBRARY_IMPL(compact, CUDA, m) { compact_torch::impl_kernels(m); }
+TORCH_LIBRARY_IMPL(compact, CUDA, m) { compact_ext::impl_kernels(m); }
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  namespace ct = compact_torch;
+  namespace ext = compact_ext;
   m.doc() =
       "compact's seeded random projections for PyTorch tensors: the ops are torch.ops.compact.* (see "
       "compact_torch for the Python API)";
   static pybind11::exception<compact::error> error_type(m, "CompactError", PyExc_ValueError);
-  ct::compact_error_type = error_type.ptr();
+  ext::compact_error_type = error_type.ptr();
   pybind11::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
     } catch (const compact::error& e) {
-      PyErr_SetString(ct::compact_error_type, e.what());
+      PyErr_SetString(ext::compact_error_type, e.what());
     }
   });
-  m.def("check_projector", &ct::check_projector, "raise unless Projector(n, r) of `dist` can be built",
+  m.def("check_projector", &ext::check_projector, "raise unless Projector(n, r) of `dist` can be built",
         pybind11::arg("n"), pybind11::arg("r"), pybind11::arg("dist"));
-  m.def("cpu_scratch_bytes", &ct::cpu_scratch_bytes, "bytes compact's CPU backend mallocs for one call",
+  m.def("cpu_scratch_bytes", &ext::cpu_scratch_bytes, "bytes compact's CPU backend mallocs for one call",
         pybind11::arg("n"), pybind11::arg("r"), pybind11::arg("dist"), pybind11::arg("is_double"),
         pybind11::arg("unsketch"));
-  m.def("has_cuda", &ct::has_cuda, "whether this build has compact's CUDA backend");
-  m.def("distributions", &ct::dist_names,
+  m.def("has_cuda", &ext::has_cuda, "whether this build has compact's CUDA backend");
+  m.def("distributions", &ext::dist_names,
         "the names `dist` takes: compact::Distributions' names in lower case, in the library's order");
-  m.def("build_info", &ct::build_info, "what this extension was compiled with (see compact_torch.build_info)");
-  m.def("cpu_isa", &ct::cpu_isa, "the instruction set of compact's CPU kernels: avx512, avx2 or scalar");
-  m.def("projector_cache_info", &ct::projector_cache_info,
+  m.def("build_info", &ext::build_info, "what this extension was compiled with (see compact_torch.build_info)");
+  m.def("cpu_isa", &ext::cpu_isa, "the instruction set of compact's CPU kernels: avx512, avx2 or scalar");
+  m.def("projector_cache_info", &ext::projector_cache_info,
         "what the cache of CUDA projectors kept across calls did: hits, builds, entries, bytes, evictions");
-  m.def("projector_cache_clear", &ct::projector_cache_clear,
+  m.def("projector_cache_clear", &ext::projector_cache_clear,
         "drop every kept CUDA projector (their workspaces go back to torch's caching allocator)");
 }

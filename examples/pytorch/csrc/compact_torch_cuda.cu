@@ -10,7 +10,7 @@
 
 #include "cuda_ops.h"
 
-namespace compact_torch {
+namespace compact_ext {
 namespace cuda {
 namespace {
 
@@ -44,14 +44,12 @@ auto dispatch(DistId dist, Dtype dtype, const F& f) {
       return f(dist_tag, float{});
     }
   };
-  COMPACT_REQUIRE(dist < compact::Distributions::kSize, "compact_torch (CUDA): unknown distribution id " << dist);
   using Result = decltype(with_scalar(compact::Gaussian{}));
   if constexpr (std::is_void_v<Result>) {
-    compact::detail::visit_type_at(compact::Distributions{}, dist, with_scalar);
+    compact::visit_distribution_at(dist, with_scalar);
   } else {
     Result result{};
-    compact::detail::visit_type_at(compact::Distributions{}, dist,
-                                   [&](auto dist_tag) { result = with_scalar(dist_tag); });
+    compact::visit_distribution_at(dist, [&](auto dist_tag) { result = with_scalar(dist_tag); });
     return result;
   }
 }
@@ -165,12 +163,12 @@ class Kept final : public KeptProjector {
  public:
   Kept(compact::SketchState state, index_t n, index_t r, compact::Workspace ws, Context ctx)
       : projector_(n, r, state, backend_of(ctx), ws), stream_(static_cast<cudaStream_t>(ctx.stream)) {
-    compact::detail::check_cuda(cudaEventCreateWithFlags(&built_, cudaEventDisableTiming),
-                                "compact_torch: keep: cudaEventCreateWithFlags");
+    compact::check_cuda(cudaEventCreateWithFlags(&built_, cudaEventDisableTiming),
+                        "compact_torch: keep: cudaEventCreateWithFlags");
     const cudaError_t recorded = cudaEventRecord(built_, stream_);
     if (recorded != cudaSuccess) {
       cudaEventDestroy(built_);
-      compact::detail::check_cuda(recorded, "compact_torch: keep: cudaEventRecord");
+      compact::check_cuda(recorded, "compact_torch: keep: cudaEventRecord");
     }
   }
   ~Kept() override { cudaEventDestroy(built_); }
@@ -199,7 +197,7 @@ class Kept final : public KeptProjector {
   cudaStream_t after_build(Context ctx) const {
     const auto stream = static_cast<cudaStream_t>(ctx.stream);
     if (stream != stream_) {
-      compact::detail::check_cuda(cudaStreamWaitEvent(stream, built_, 0), "compact_torch: cudaStreamWaitEvent");
+      compact::check_cuda(cudaStreamWaitEvent(stream, built_, 0), "compact_torch: cudaStreamWaitEvent");
     }
     return stream;
   }
@@ -301,4 +299,4 @@ void compressed_grad(Dtype dtype, bool float_out, const void* dy, std::int64_t r
 }
 
 }  // namespace cuda
-}  // namespace compact_torch
+}  // namespace compact_ext

@@ -8,8 +8,10 @@
 /// byte, the checkpoint record's messages (distribution_name), the golden-value printer — iterates over this list, or
 /// over a backend's part of it (CpuDistributions in cpu/distributions.hpp, CudaDistributions in
 /// cuda/distributions.cuh), instead of spelling the three names again, so a new distribution reaches all of them by
-/// being added here. What a distribution is, it says itself, next to its entry specification: its tag and
-/// DistributionTraits (spec/tags.hpp); which backends implement it, each backend's file for it says
+/// being added here. The public walks are for_each_distribution (every one, in order), visit_distribution_at (by
+/// position) and visit_distribution (by name), each over Distributions or a list it is given; an integration needs
+/// nothing from namespace detail. What a distribution is, it says itself, next to its entry specification: its tag
+/// and DistributionTraits (spec/tags.hpp); which backends implement it, each backend's file for it says
 /// (BackendSupports).
 ///
 /// Distributions kept outside the library's sources (a test's, or a user's own) join the list through two macros,
@@ -27,6 +29,7 @@
 #include <string>
 #include <type_traits>
 
+#include "compact/config.hpp"
 #include "compact/spec/entries.hpp"  // Gaussian, Rademacher and their DistributionTraits
 #include "compact/spec/srht.hpp"     // Srht and its DistributionTraits
 #include "compact/spec/tags.hpp"
@@ -153,13 +156,31 @@ std::string distribution_names(const char* separator = ", ") {
 
 }  // namespace detail
 
+/// Calls f(Dist{}) for every distribution of `List`, in list order (record-code order for Distributions): how a
+/// binding lists the names it accepts, or instantiates something per distribution, without spelling them.
+template <class List = Distributions, class F>
+void for_each_distribution(F&& f) {
+  detail::for_each_type(List{}, f);
+}
+
+/// Calls f(Dist{}) for the distribution at position `index` of `List` (the position for_each_distribution gives it):
+/// how a binding that stored a distribution as an integer gets its compile-time tag back. f is instantiated for every
+/// distribution. Throws compact::error naming `index` and the list when index >= List::kSize (f is not called).
+template <class List = Distributions, class F>
+void visit_distribution_at(std::size_t index, F&& f) {
+  COMPACT_REQUIRE(index < List::kSize, "visit_distribution_at: argument index = "
+                                           << index << " is not below the " << List::kSize << " distributions ("
+                                           << detail::distribution_names<List>() << ")");
+  detail::visit_type_at(List{}, index, f);
+}
+
 /// Calls f(Dist{}) for the distribution of `List` whose name (DistributionTraits<Dist>::kName) equals `name`
 /// ignoring ASCII case ("srht", "Srht"); throws compact::error naming `name` and the choices when there is none.
 /// How a binding turns a run-time name into a compile-time tag: f is instantiated for every distribution.
 template <class List = Distributions, class F>
 void visit_distribution(const std::string& name, F&& f) {
   bool found = false;
-  detail::for_each_type(List{}, [&](auto dist) {
+  for_each_distribution<List>([&](auto dist) {
     if (!found && detail::equal_ignoring_case(DistributionTraits<decltype(dist)>::kName, name)) {
       found = true;
       f(dist);

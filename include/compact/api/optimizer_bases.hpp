@@ -6,7 +6,8 @@
 ///
 /// The layers: OptimizerCore (api/optimizer_core.hpp: shapes, schedule, counters, the record's identity);
 /// OptimizerStorage<Backend, Dist, Scalar> (cpu/optimizer.hpp, cuda/optimizer.cuh: where Ĝ, the moments, the update N
-/// and the projectors live, and the few operations that touch that memory); CompressedOptimizerBase,
+/// and the projectors live, and the few operations that touch that memory; its hooks are listed and checked in
+/// api/optimizer_storage.hpp); CompressedOptimizerBase,
 /// OptimizerWithOptions, AdamWBase and SgdBase here, on top of the storage. The public CompressedAdamW<Backend, Dist,
 /// Scalar> and CompressedSgd<Backend, Dist, Scalar> of each backend derive from AdamWBase / SgdBase and add only their
 /// constructor, step() (the per-element update runs on the backend) and what the backend must add (per-call CUDA
@@ -25,30 +26,12 @@
 #include "compact/api/optimizer_core.hpp"
 #include "compact/api/optimizer_options.hpp"
 #include "compact/api/optimizer_record.hpp"
+#include "compact/api/optimizer_storage.hpp"
 #include "compact/api/projector_core.hpp"
 #include "compact/api/view.hpp"
 
 namespace compact {
 namespace detail {
-
-/// A backend's storage of a compressed optimizer; cpu/optimizer.hpp and cuda/optimizer.cuh specialize it. A
-/// specialization derives from OptimizerCore<Dist, Moment>, is constructed with OptimizerCore's arguments followed by
-/// the backend's own, and provides:
-///   ProjectorType, Moment (the moments' scalar: Scalar on the CPU, float on the GPU), Context (what one projector
-///   call or copy runs with: the lent Workspace on the CPU, the cudaStream_t on the GPU), kContextIsStream (whether
-///   Context is a stream the caller may choose per call: save_state/load_state then take one); default_context();
-///   std::optional<ProjectorType> projector_ (P of step_);
-///   grad_view(), moment_view(k) (m x r of Moment, const and non-const), update_view() (m x r of Scalar, const);
-///   build_projector(state, context) (P of `state`, in the slot projector_ does not use) and projector_swapped();
-///   zero_grad_on(context), zero_moment(k, context);
-///   host_staging(fn) (a host buffer for one moment: empty on the CPU, whose moments are host memory),
-///   moment_on_host(k, staging, context) -> const Moment* and moment_host_target(k, staging) -> Moment*, then
-///   commit_moment(k, staging, context) (the GPU copies through the staging buffer and synchronizes);
-///   check_policy(fn, policy) (static) and prepare_policy(fn, policy) (a policy's scratch, allocated up front);
-///   check_weight(fn, w); step_resources(fn, policy, context) -> an object with context() and wide() that holds what
-///   one step needs (on the CPU the projectors' workspace and the transfer scratch, on the GPU a device guard).
-template <class Backend, class Dist, class Scalar>
-class OptimizerStorage;
 
 /// What every compressed optimizer does the same way on every backend.
 ///
@@ -56,6 +39,7 @@ class OptimizerStorage;
 template <class Backend, class Dist, class Scalar>
 class CompressedOptimizerBase : public OptimizerStorage<Backend, Dist, Scalar> {
   using Storage = OptimizerStorage<Backend, Dist, Scalar>;
+  static_assert(check_optimizer_storage<Storage, Scalar>(), "compact: the backend's OptimizerStorage lacks hooks");
 
  public:
   using ProjectorType = typename Storage::ProjectorType;

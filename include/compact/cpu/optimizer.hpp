@@ -33,9 +33,9 @@ namespace compact {
 
 namespace detail {
 
-/// The CPU's storage of a compressed optimizer (the hooks of api/optimizer_bases.hpp): Ĝ, the moments and the update N
-/// are m x r host matrices of Scalar; a projector call runs with the workspace the step lent it (Context =
-/// Workspace); P of the next window is built as a new projector.
+/// The CPU's storage of a compressed optimizer (the hooks api/optimizer_storage.hpp lists and checks): Ĝ, the moments
+/// and the update N are m x r host matrices of Scalar; a projector call runs with the workspace the step lent it
+/// (Context = Workspace); P of the next window is built as a new projector.
 ///
 /// Class invariant: 1 <= r <= n, m >= 1, m·r·sizeof(Scalar) fits in size_t; grad_, update_ and every moment are
 /// m x r.
@@ -73,7 +73,7 @@ class OptimizerStorage<Cpu, Dist, Scalar> : public OptimizerCore<Dist, Scalar> {
     moment_[1] = make_zero_matrix<Scalar>(fn, second.name, moments_ > 1 ? m_ : 0, moments_ > 1 ? r_ : 0);
   }
 
-  // The hooks of api/optimizer_bases.hpp.
+  // The hooks of api/optimizer_storage.hpp.
   static Context default_context() { return Workspace{}; }
   MatrixView<Scalar> grad_view() { return MatrixView<Scalar>(grad_.data(), m_, r_, r_); }
   MatrixView<const Scalar> grad_view() const { return MatrixView<const Scalar>(grad_.data(), m_, r_, r_); }

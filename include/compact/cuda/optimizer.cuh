@@ -103,9 +103,9 @@ inline void check_device_pointer(const char* fn, const char* name, const void* p
                      << ", this optimizer runs on device " << device);
 }
 
-/// The GPU's storage of a compressed optimizer (the hooks of api/optimizer_bases.hpp): Ĝ, the moments (fp32 whatever
-/// W's type) and the update N (W's type) in one device allocation; the projectors' workspace in two slots (the
-/// current window's P and, at a window change, the next one's); Context = the cudaStream_t a call runs on.
+/// The GPU's storage of a compressed optimizer (the hooks api/optimizer_storage.hpp lists and checks): Ĝ, the moments
+/// (fp32 whatever W's type) and the update N (W's type) in one device allocation; the projectors' workspace in two
+/// slots (the current window's P and, at a window change, the next one's); Context = the cudaStream_t a call runs on.
 ///
 /// Device memory: state_bytes(m, r, moments) owned by the optimizer (one cudaMalloc at construction, zeroed on the
 /// backend's stream), the projectors' workspace (the caller's, or workspace_bytes(n, r) allocated at construction
@@ -213,7 +213,7 @@ class OptimizerStorage<Cuda, Dist, Scalar> : public OptimizerCore<Dist, float> {
     projector_.emplace(make_projector(0, this->state(), backend_));
   }
 
-  // The hooks of api/optimizer_bases.hpp.
+  // The hooks of api/optimizer_storage.hpp.
   Context default_context() const { return backend_.stream; }
   MatrixView<float> grad_view() const { return MatrixView<float>(grad_ptr(), m_, r_, r_); }
   MatrixView<float> moment_view(int k) const { return MatrixView<float>(moment_ptr(k), m_, r_, r_); }
