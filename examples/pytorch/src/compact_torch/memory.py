@@ -23,7 +23,8 @@ The count is exact for torch tensors; memory that a library mallocs itself is no
 bounded scratch of its CPU backend (``compact_torch._ext.cpu_scratch_bytes``), reported next to the peak.
 ``profiler_peak`` measures the same step's peak with ``torch.profiler`` (``profile_memory=True``) for comparison.
 ``CpuMemoryTracker(meta=True)`` also logs meta-device storages as the bytes they would hold, with placeholder
-addresses: compact_torch.plan runs a step on the meta device under it.
+addresses: compact_torch.plan runs a step on the meta device under it. ``tracked_step`` is the one measured step
+(forward, backward, optimizer step, with the phase of the peak) of the measuring scripts and the planner.
 """
 import array
 
