@@ -163,11 +163,31 @@ def test_tracked_step_refuses_bad_arguments_before_running_and_stops_the_tracker
         memory.tracked_step(tracker, failing, model, opt)
     assert not tracker.recording
     assert all(torch.equal(a, p) for a, p in zip(before, model.parameters()))  # no step was taken
+    with pytest.raises(TypeError, match="argument around must be callable or None, got int"):
+        memory.tracked_step(tracker, lambda: model(ids, ids), model, opt, around=5)
+    with pytest.raises(RuntimeError, match="argument around returned without running the step"):
+        memory.tracked_step(tracker, lambda: model(ids, ids), model, opt, around=lambda step: None)
+    assert not tracker.recording
     with pytest.raises(RuntimeError, match=r"stop\(\) without start\(\)"):
         tracker.stop(memory.model_tensors(model, opt))
     # The tracker works on after each of them.
     report, _ = memory.tracked_step(tracker, lambda: model(ids, ids), model, opt)
-    assert report["total"] > 0
+    assert report["total"] > 0 and report["around"] is None
+
+
+def test_tracked_step_runs_the_step_through_around_and_returns_what_it_returns():
+    model, opt = _trained()
+    ids = torch.randint(0, 40, (2, 16))
+    calls = []
+
+    def around(step):
+        calls.append(tracker.recording)
+        step()
+        return "measured"
+
+    report, marks = memory.tracked_step(tracker, lambda: model(ids, ids), model, opt, around=around)
+    assert calls == [True] and report["around"] == "measured" and list(marks) == list(memory.PHASES)
+    assert report["activations"] >= 0 and report["total"] > 0
 
 
 def test_peak_phase_places_a_sequence_number_among_the_marks_and_names_missing_ones():
