@@ -4,7 +4,7 @@
 ///
 /// A kernel body is a COMPACT_HOST_DEVICE function of its thread's position (Thread1d, or a Block for kernels whose
 /// threads cooperate, see kernels/block.hpp); the __global__ wrapper in compact/cuda/ only reads blockIdx/threadIdx,
-/// and the host tests in tests/core call the same body for every (block, thread) of a launch.
+/// and the host tests in tests/kernels call the same body for every (block, thread) of a launch.
 
 #include "compact/config.hpp"
 
