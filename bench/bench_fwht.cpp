@@ -156,7 +156,7 @@ void BM_Fwht(benchmark::State& state, Impl impl, int log_n) {
 
 template <class Dist>
 double op_flops(index_t rows, index_t n, index_t r) {
-  if constexpr (std::is_same_v<Dist, compact::Srht>) {
+  if constexpr (compact::is_transform_v<Dist>) {
     const index_t np = compact::next_pow2(n);
     return double(rows) * double(np) * double(compact::log2_pow2(np));
   } else {

@@ -211,7 +211,7 @@ int main(int argc, char** argv) {
   // libtorch's lazy intra-op initialisation (on its first op) resets OpenMP's thread count for the calling thread,
   // which would leave every later OpenMP row (compact, Eigen's GEMM) on fewer threads than the rows before it. Pin
   // libtorch and OpenMP to the same count up front so that every row, ours and the baselines, uses the same cores.
-  torch::set_num_threads(compact::detail::max_threads());
+  torch::set_num_threads(compact::cpu_max_threads());
 #endif
   return compact_bench::run_benchmarks(argc, argv, register_all);
 }

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
-# The examples that integrate compact with libtorch use its public API only: no `detail::` qualified name (compact's
-# internals, or a namespace of their own by that name, which reads the same) in any source under the given folders.
+# The examples (compact's integrations with libtorch and PyTorch, the quickstart) use its public API only: no
+# `detail::` qualified name (compact's internals, or a namespace of their own by that name, which reads the same) in
+# any source under the given folders.
 # What an integrator needs is public (include/compact/api/), so a use of compact::detail:: there is a gap in the API.
 # Run as: cmake "-DSOURCE_DIRS=<dir>;<dir>" -P public_api_only.cmake
 if(NOT SOURCE_DIRS)

@@ -11,23 +11,18 @@
 #include <string>
 #include <tuple>
 
+#include "projector_api.hpp"  // AsTuple
+
 #if defined(_OPENMP)
 #include <omp.h>
 #endif
 
 namespace compact_test {
 
-/// The types of a compact::TypeList as a std::tuple, the form doctest's TEST_CASE_TEMPLATE_APPLY takes.
-template <class List>
-struct AsTuple;
-template <class... Ts>
-struct AsTuple<compact::TypeList<Ts...>> {
-  using type = std::tuple<Ts...>;
-};
-/// Every distribution of the library (compact::Distributions): a test over all of them is
+/// Every distribution of the CPU backend (compact::CpuDistributions): a test over all of them is
 /// TEST_CASE_TEMPLATE_DEFINE("...", Dist, id) { ... } then TEST_CASE_TEMPLATE_APPLY(id,
 /// compact_test::AllDistributions), and covers a distribution added to the list without an edit.
-using AllDistributions = AsTuple<compact::Distributions>::type;
+using AllDistributions = AsTuple<compact::CpuDistributions>::type;
 
 /// rows x cols matrix of N(0, 1) samples from std::mt19937(seed), drawn in row-major order.
 template <class Scalar>

@@ -93,7 +93,7 @@ void print_distributions() {
   for (const Case& c : kCases) {
     std::printf("P[i][j] bits, state seed=0x%016llx n=%lld r=%lld\n", static_cast<unsigned long long>(c.state.seed),
                 static_cast<long long>(c.n), static_cast<long long>(c.r));
-    compact::detail::for_each_type(compact::Distributions{}, [&](auto dist) {
+    compact::detail::for_each_type(compact::CpuDistributions{}, [&](auto dist) {
       using Dist = decltype(dist);
       const compact::RowMatrix<float> p =
           compact::Projector<compact::Cpu, Dist, float>(c.n, c.r, c.state).materialize();

@@ -21,7 +21,7 @@ using compact::index_t;
 using compact::MatrixView;
 using Bf16 = __nv_bfloat16;
 
-void check(cudaError_t e, const char* what) { compact::detail::check_cuda(e, what); }
+void check(cudaError_t e, const char* what) { compact::check_cuda(e, what); }
 
 /// Stream (blocking: ordered after Thrust's default-stream fills), cuBLAS handle and two events shared by every
 /// benchmark.
@@ -30,7 +30,7 @@ struct Gpu {
   cudaEvent_t start, stop;
   Gpu() {
     check(cudaStreamCreate(&backend.stream), "stream");
-    compact::detail::check_cublas(cublasCreate(&backend.cublas), "cublasCreate");
+    compact::check_cublas(cublasCreate(&backend.cublas), "cublasCreate");
     check(cudaEventCreate(&start), "event");
     check(cudaEventCreate(&stop), "event");
   }

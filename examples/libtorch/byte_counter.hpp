@@ -16,6 +16,11 @@
 /// bytes of a site are what autograd still holds of the tensors that part of the step allocated: a measured
 /// breakdown whose parts add up to the total exactly. A program names its sites with an enum of its own (the DNC's
 /// dnc::ByteSite); the functions take it as is.
+///
+/// compact_torch's allocation tracker (examples/pytorch/csrc/memtrack.cpp) wraps the same allocator and counts
+/// something else: a log of every allocation (address, allocation and free sequence numbers), from which the Python
+/// side classifies the peak (weights, gradients, optimizer state, activations, temporaries). This header keeps
+/// running totals only, lock-free; the two share no code on purpose (docs/pytorch.md, "Measuring peak memory").
 
 #include <c10/core/Allocator.h>
 #include <c10/core/CPUAllocator.h>

@@ -144,12 +144,12 @@ struct CompressedConfig {
 };
 
 /// A compressed optimizer for an m x n weight at rank r on `stream`; compact::error when c.dist names no
-/// distribution. The name is turned into a tag by compact::visit_distribution, so every distribution of the library
-/// is available here without naming it.
+/// distribution. The name is turned into a tag by compact::visit_distribution over compact::CpuDistributions, so every
+/// distribution of the CPU backend is available here without naming it.
 inline std::unique_ptr<CompressedOptimizer> make_compressed_optimizer(const CompressedConfig& c, index_t m, index_t n,
                                                                       index_t r, std::uint64_t stream) {
   std::unique_ptr<CompressedOptimizer> optimizer;
-  compact::visit_distribution(c.dist, [&](auto dist) {
+  compact::visit_distribution<compact::CpuDistributions>(c.dist, [&](auto dist) {
     optimizer = erased::make_for<decltype(dist)>(c.optimizer, m, n, r, c.schedule, stream, c.adamw, c.sgd);
   });
   return optimizer;

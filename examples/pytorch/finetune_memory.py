@@ -136,37 +136,30 @@ def run(args):
     opt.step()
     opt.zero_grad(set_to_none=True)
 
-    marks = {}
+    batches = []
 
-    def step():
-        batch = batch_of(args.batch, args.seq, 2, device)
+    def forward():  # the batch is made inside the step (one of its tensors) and lives as long as the step
+        batches.append(batch_of(args.batch, args.seq, 2, device))
         with autocast():
-            loss = model(**batch).loss
-        marks["forward"] = tracker.seq() if tracker else 0
-        loss.backward()
-        marks["backward"] = tracker.seq() if tracker else 0
-        opt.step()
+            return model(**batches[-1]).loss
 
     t0 = time.perf_counter()
     profiled = None
     if cuda:
         torch.cuda.synchronize(device)
         torch.cuda.reset_peak_memory_stats(device)
-        step()
+        forward().backward()
+        opt.step()
         torch.cuda.synchronize(device)
         report = memory.cuda_peak_report(model, opt, device)
         report["activations"], report["temporaries"] = report["activations+temporaries"], ""
         phase, base, scratch, saved = "", None, 0, ""
     else:
         base = tracker.live_bytes()
-        tracker.start()
-        if args.profile:
-            profiled = memory.profiler_peak(step)
-        else:
-            step()
-        report = tracker.stop(memory.model_tensors(model, opt))
-        phase = ("forward" if report["peak_seq"] <= marks["forward"] else
-                 "backward" if report["peak_seq"] <= marks["backward"] else "optimizer")
+        report, _ = memory.tracked_step(tracker, forward, model, opt,
+                                        around=memory.profiler_peak if args.profile else None)
+        profiled, phase = report["around"], report["phase"]
+        batches.clear()
         scratch = memory.compact_scratch_bytes(model)
         saved = scores_saved(args.attention, args.seq)
     seconds = time.perf_counter() - t0

@@ -319,7 +319,6 @@ def measure_memory(args, row):
     model, opt = setup(args.method, build_model(args.model).train().to(device), LR[args.model])
     train_step(model, opt, random_batch(args.model, 1, args.seq, 0, device))  # the optimizer state exists now
     batch = random_batch(args.model, args.batch, args.seq, 1, device)
-    marks = {}
     if tracker is None:
         torch.cuda.synchronize(device)
         torch.cuda.reset_peak_memory_stats(device)
@@ -331,15 +330,8 @@ def measure_memory(args, row):
         report["activations"], report["temporaries"] = report["activations+temporaries"], ""
         phase, scratch = "", 0
     else:
-        tracker.start()
-        loss = model(**batch).loss
-        marks["forward"] = tracker.seq()
-        loss.backward()
-        marks["backward"] = tracker.seq()
-        opt.step()
-        report = tracker.stop(memory.model_tensors(model, opt))
-        phase = ("forward" if report["peak_seq"] <= marks["forward"] else
-                 "backward" if report["peak_seq"] <= marks["backward"] else "optimizer")
+        report, _ = memory.tracked_step(tracker, lambda: model(**batch).loss, model, opt)
+        phase = report["phase"]
         scratch = memory.compact_scratch_bytes(model)
     row.update({k: report[k] for k in ("weights", "gradients", "optimizer", "activations", "temporaries")})
     row.update(scratch=scratch, total=report["total"] + scratch, peak_phase=phase)

@@ -70,12 +70,12 @@ std::vector<Scalar> fill(compact::CpuIsa isa, const compact::EntryParams& p, con
   const index_t width = q.j1 - q.j0, ld = width + 5;
   std::vector<Scalar> out(static_cast<std::size_t>((q.i1 - q.i0) * ld), Scalar(-777));
   if (reference) {
-    // Entry by entry from gaussian_entry / rademacher_entry: a definition independent of every panel loop (the
-    // block-wise reference loop fill_dense_panel_scalar is itself the scalar path under test).
+    // Entry by entry from the distribution's entry function (gaussian_entry / rademacher_entry, named by its
+    // DistributionTraits): a definition independent of every panel loop (the block-wise reference loop
+    // fill_dense_panel_scalar is itself the scalar path under test).
     for (index_t i = q.i0; i < q.i1; ++i) {
       for (index_t j = q.j0; j < q.j1; ++j) {
-        const float v = std::is_same_v<Dist, compact::Gaussian> ? compact::gaussian_entry(p, i, j)
-                                                                : compact::rademacher_entry(p, i, j);
+        const float v = compact::DistributionTraits<Dist>::entry(p, i, j);
         out[static_cast<std::size_t>((i - q.i0) * ld + (j - q.j0))] = static_cast<Scalar>(v);
       }
     }

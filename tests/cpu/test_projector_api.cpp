@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: MIT
 /// The projector core shared by every backend: one API (checked at compile time for every CPU projector; the CUDA
-/// test checks the same template for the CUDA ones), one shape check, the workspace query, compute_t alpha/beta.
+/// test checks the same template for the CUDA ones), one shape check, the workspace query, compute_t alpha/beta; and
+/// the extension points: this target is compiled with COMPACT_EXTRA_DISTRIBUTIONS_HEADER="toy_distribution.hpp"
+/// (tests/CMakeLists.txt), so compact::Distributions holds the toy distribution of tests/toy_distribution.hpp, a
+/// CPU-only distribution of a family of its own, added exactly as docs/design.md's recipe says.
 
 #include <doctest/doctest.h>
 
@@ -13,70 +16,10 @@
 
 #include "projector_api.hpp"
 #include "support.hpp"
-
-namespace compact_test {
-/// A distribution added the way docs/design.md says ("Adding a distribution or a backend"), here in the test: a tag,
-/// its DistributionTraits (with a shape rule of its own), a CPU implementation on ProjectorCore (the Workspace
-/// operations, materialize, workspace_bytes and scratch_bytes), and the Projector specialization on CpuProjector.
-/// P[i][j] = 1 when j = i mod r, else 0 (CountSketch with a fixed hash and signs). Nothing else is written for it:
-/// the test below trains CompressedAdamW<Cpu, ToyCountSketch> with the library's optimizer as it is.
-struct ToyCountSketch {};
-}  // namespace compact_test
+#include "toy_projector.hpp"  // the toy distribution's CPU projector; this target adds the toy to the global list
 
 namespace compact {
-template <>
-struct DistributionTraits<compact_test::ToyCountSketch> {
-  static constexpr bool kIsDistribution = true;
-  static constexpr const char* kName = "ToyCountSketch";
-  static constexpr std::uint32_t kRecordCode = 99;
-  static void check_shape(const char* fn, index_t, index_t r) {
-    COMPACT_REQUIRE(r >= 2, fn << ": ToyCountSketch needs r >= 2, got r = " << r);
-  }
-};
-
-namespace detail {
-template <class Scalar>
-class ToyCountSketchImpl : public ProjectorCore {
- public:
-  using scalar_type = Scalar;
-  ToyCountSketchImpl(index_t n, index_t r, SketchState state)
-      : ProjectorCore(compact_test::ToyCountSketch{}, "Projector", n, r, state) {}
-  static std::size_t workspace_bytes(index_t n, index_t r) {
-    check_projector_shape<compact_test::ToyCountSketch>("Projector::workspace_bytes", n, r);
-    return 0;
-  }
-  std::size_t scratch_bytes(index_t) const { return 0; }
-  void sketch(MatrixView<const Scalar> x, MatrixView<Scalar> z, Workspace w) const {
-    check_sketch_args(x, z, n_, r_);
-    check_scratch<Scalar>("Projector::sketch", w, scratch_bytes(x.rows));
-    for (index_t b = 0; b < x.rows; ++b) {
-      for (index_t j = 0; j < r_; ++j) z(b, j) = 0;
-      for (index_t i = 0; i < n_; ++i) z(b, i % r_) += x(b, i);
-    }
-  }
-  void unsketch_grad(MatrixView<const Scalar> g, MatrixView<Scalar> out, compute_t<Scalar> alpha,
-                     compute_t<Scalar> beta, Workspace w) const {
-    check_unsketch_args(g, out, n_, r_);
-    check_scratch<Scalar>("Projector::unsketch_grad", w, scratch_bytes(g.rows));
-    for (index_t m = 0; m < g.rows; ++m) {
-      for (index_t i = 0; i < n_; ++i) out(m, i) = alpha * g(m, i % r_) + (beta == 0 ? Scalar(0) : beta * out(m, i));
-    }
-  }
-  void materialize(MatrixView<Scalar> p) const {
-    check_view("Projector::materialize", "p", p, n_, "n", r_, "r");
-    for (index_t i = 0; i < n_; ++i) {
-      for (index_t j = 0; j < r_; ++j) p(i, j) = j == i % r_ ? Scalar(1) : Scalar(0);
-    }
-  }
-};
-}  // namespace detail
-
-template <class Scalar>
-class Projector<Cpu, compact_test::ToyCountSketch, Scalar>
-    : public detail::CpuProjector<detail::ToyCountSketchImpl<Scalar>> {
- public:
-  using detail::CpuProjector<detail::ToyCountSketchImpl<Scalar>>::CpuProjector;
-};
+struct Cuda;  // the CUDA backend's tag (cuda/backend.cuh), declared only: its supports_v is asked below
 }  // namespace compact
 
 namespace {
@@ -89,9 +32,32 @@ using compact::Rademacher;
 using compact::SketchState;
 using compact::Srht;
 
-// Every CPU projector of every distribution of the library, in both scalars.
-static_assert(compact_test::all_have_projector_api<Cpu, float>(compact::Distributions{}));
-static_assert(compact_test::all_have_projector_api<Cpu, double>(compact::Distributions{}));
+// Every CPU projector of every distribution of the library (and the toy), in both scalars.
+static_assert(compact_test::all_have_projector_api<Cpu, float>(compact::CpuDistributions{}));
+static_assert(compact_test::all_have_projector_api<Cpu, double>(compact::CpuDistributions{}));
+
+// The toy joined the global list through the hook, after the library's distributions; the CPU backend implements
+// every one of them, the CUDA backend (declared, not included: no nvcc here) none that this TU can see.
+using Toy4 = compact_test::ToyCountSketch;
+static_assert(std::is_same_v<compact::Distributions, compact::TypeList<Gaussian, Rademacher, Srht, Toy4>>);
+static_assert(std::is_same_v<compact::CpuDistributions, compact::Distributions>);
+static_assert(compact::supports_v<Cpu, Toy4> && compact::supports_v<Cpu, Srht>);
+static_assert(!compact::supports_v<compact::Cuda, Toy4>);
+static_assert(!compact::supports_v<Cpu, int>);
+// A list filtered by a backend keeps the list's order and drops what the backend lacks.
+struct NoBackend {};
+static_assert(std::is_same_v<compact::DistributionsOf<NoBackend>, compact::TypeList<>>);
+static_assert(std::is_same_v<compact::DistributionsOf<Cpu, compact::TypeList<Toy4, Gaussian>>,
+                             compact::TypeList<Toy4, Gaussian>>);
+
+// The families: what shared code asks instead of naming a distribution.
+static_assert(compact::is_dense_v<Gaussian> && compact::is_dense_v<Rademacher> && !compact::is_dense_v<Srht>);
+static_assert(compact::is_transform_v<Srht> && !compact::is_transform_v<Gaussian>);
+static_assert(!compact::is_dense_v<Toy4> && !compact::is_transform_v<Toy4>);
+static_assert(std::is_same_v<compact::family_t<Toy4>, compact_test::CountSketchFamily>);
+static_assert(std::is_same_v<compact::family_t<int>, void> && !compact::is_dense_v<int>);
+static_assert(std::is_same_v<compact::dense_lanes_t<Gaussian>, compact::GaussianLanes> &&
+              compact::dense_lanes_t<Rademacher>::kBlockCols == compact::kRademacherBlockCols);
 
 static_assert(std::is_same_v<compact::compute_t<float>, float>);
 static_assert(std::is_same_v<compact::compute_t<double>, double>);
@@ -278,25 +244,31 @@ TEST_CASE("the optimizers need no edit: CompressedAdamW<Cpu, ToyCountSketch> tra
       compact::CompressedAdamW<Cpu, Gaussian, float>(m, n, r, compact::Schedule(7, 0), 1, o).save_state();
   CHECK(compact_test::error_of([&] { again.load_state(gaussian); }).find("record distribution = 1 (Gaussian)") !=
         std::string::npos);
+  // And the toy's record, offered to a Gaussian optimizer, is named from the global list, which holds the toy.
+  CHECK(compact_test::error_of([&] {
+          compact::CompressedAdamW<Cpu, Gaussian, float>(m, n, r, compact::Schedule(7, 0), 1, o).load_state(record);
+        }).find("record distribution = 99 (ToyCountSketch), this optimizer has 1 (Gaussian)") != std::string::npos);
 }
 
-TEST_CASE("the distribution list drives names, codes and run-time dispatch") {
-  CHECK(compact::Distributions::kSize == 3);
-  CHECK(compact::detail::distribution_names() == "Gaussian, Rademacher, Srht");
+TEST_CASE("the distribution list drives names, codes and run-time dispatch, the toy's included") {
+  CHECK(compact::Distributions::kSize == 4);
+  CHECK(compact::detail::distribution_names() == "Gaussian, Rademacher, Srht, ToyCountSketch");
   CHECK(std::string(compact::detail::distribution_name(3)) == "Srht");
+  CHECK(std::string(compact::detail::distribution_name(99)) == "ToyCountSketch");
   CHECK(std::string(compact::detail::distribution_name(7)) == "unknown");
   std::string visited;
   compact::visit_distribution("SRHT", [&](auto dist) { visited = compact::DistributionTraits<decltype(dist)>::kName; });
   CHECK(visited == "Srht");
   CHECK(compact_test::error_of([] { compact::visit_distribution("uniform", [](auto) {}); }) ==
-        "compact: distribution 'uniform' is not one of Gaussian, Rademacher, Srht");
-  // A list with the toy: the same helpers serve a distribution added to the list.
-  using WithToy = compact::TypeList<Gaussian, Rademacher, Srht, compact_test::ToyCountSketch>;
-  CHECK(std::string(compact::detail::distribution_name<WithToy>(99)) == "ToyCountSketch");
+        "compact: distribution 'uniform' is not one of Gaussian, Rademacher, Srht, ToyCountSketch");
+  // The toy by its run-time name, from the global list: a binding choosing P by name reaches it without an edit.
   index_t rank = 0;
-  compact::visit_distribution<WithToy>("toycountsketch", [&](auto dist) {
+  compact::visit_distribution("toycountsketch", [&](auto dist) {
     rank = compact::Projector<Cpu, decltype(dist), float>(10, 4, SketchState{}).rank();
   });
   CHECK(rank == 4);
+  // The backend's list serves the same helpers: the names of what the CPU backend implements.
+  CHECK(compact::detail::distribution_names<compact::CpuDistributions>() ==
+        "Gaussian, Rademacher, Srht, ToyCountSketch");
 }
 }  // namespace

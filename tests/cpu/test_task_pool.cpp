@@ -58,7 +58,7 @@ TEST_CASE("parallel_tasks runs every task exactly once, on slots below max_threa
     for (index_t tasks : {index_t{0}, index_t{1}, index_t{2}, index_t{7}, index_t{1000}}) {
       std::vector<std::atomic<int>> runs(static_cast<std::size_t>(tasks));
       std::atomic<int> bad_slot{0};
-      const int max_threads = compact::detail::max_threads();  // the size of per-thread scratch arrays
+      const int max_threads = compact::cpu_max_threads();  // the size of per-thread scratch arrays
       compact::detail::parallel_tasks(tasks, kBigCall, [&](index_t task, int slot) {
         runs[static_cast<std::size_t>(task)].fetch_add(1);
         if (slot < 0 || slot >= max_threads) bad_slot.fetch_add(1);

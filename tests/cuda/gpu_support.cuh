@@ -20,9 +20,9 @@ namespace compact_test {
 struct GpuContext {
   compact::Cuda backend;
   GpuContext() {
-    compact::detail::check_cuda(cudaStreamCreate(&backend.stream), "stream");
-    compact::detail::check_cublas(cublasCreate(&backend.cublas), "cublasCreate");
-    compact::detail::check_cublas(
+    compact::check_cuda(cudaStreamCreate(&backend.stream), "stream");
+    compact::check_cublas(cublasCreate(&backend.cublas), "cublasCreate");
+    compact::check_cublas(
         cublasSetMathMode(backend.cublas, static_cast<cublasMath_t>(CUBLAS_DEFAULT_MATH |
                                                                     CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)),
         "cublasSetMathMode");
@@ -31,7 +31,7 @@ struct GpuContext {
     cublasDestroy(backend.cublas);
     cudaStreamDestroy(backend.stream);
   }
-  void sync() const { compact::detail::check_cuda(cudaStreamSynchronize(backend.stream), "cudaStreamSynchronize"); }
+  void sync() const { compact::check_cuda(cudaStreamSynchronize(backend.stream), "cudaStreamSynchronize"); }
 };
 
 inline const GpuContext& gpu() {

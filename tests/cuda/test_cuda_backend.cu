@@ -23,6 +23,7 @@
 
 #include "gpu_support.cuh"
 #include "projector_api.hpp"
+#include "toy_projector.hpp"  // this target adds the CPU-only toy distribution to the global list (tests/CMakeLists.txt)
 
 namespace {
 
@@ -151,7 +152,7 @@ struct UsedP {
   std::vector<index_t> sample;     // SRHT: S
   std::vector<std::uint8_t> sign;  // SRHT: sign bits of d_k, k < n
   UsedP(const SketchState& s, index_t n, index_t rank) : r(rank), scale(compact::rank_scale(rank)) {
-    if constexpr (std::is_same_v<Dist, compact::Srht>) {
+    if constexpr (compact::is_transform_v<Dist>) {
       sample = compact::srht_sample(s, n, r);
       sign.resize(static_cast<std::size_t>(n));
       for (index_t k = 0; k < n; ++k)
@@ -162,7 +163,7 @@ struct UsedP {
     }
   }
   double operator()(index_t k, index_t j) const {
-    if constexpr (std::is_same_v<Dist, compact::Srht>) {
+    if constexpr (compact::is_transform_v<Dist>) {
       const bool negative =
           sign[std::size_t(k)] ^ compact::parity64(std::uint64_t(k) & std::uint64_t(sample[std::size_t(j)]));
       return negative ? -double(scale) : double(scale);
@@ -175,7 +176,7 @@ struct UsedP {
 /// Reduction length for the error bound: n or r for a GEMM, log2 n' + 2 for the FWHT (levels plus the scale).
 template <class Dist>
 double reduction_length(index_t gemm_k, index_t n) {
-  if constexpr (std::is_same_v<Dist, compact::Srht>) return compact::log2_pow2(compact::next_pow2(n)) + 2.0;
+  if constexpr (compact::is_transform_v<Dist>) return compact::log2_pow2(compact::next_pow2(n)) + 2.0;
   return double(gemm_k);
 }
 
@@ -295,8 +296,8 @@ TEST_CASE("the SRHT sample computed on the device is srht_sample, for n' up to 2
       Fixture<compact::Srht, float> f(sh.n, sh.r, s);
       std::vector<std::uint32_t> got(static_cast<std::size_t>(sh.r));
       gpu().sync();
-      compact::detail::check_cuda(
-          cudaMemcpy(got.data(), f.projector.device_sample(), got.size() * 4, cudaMemcpyDeviceToHost), "cudaMemcpy");
+      compact::check_cuda(cudaMemcpy(got.data(), f.projector.device_sample(), got.size() * 4, cudaMemcpyDeviceToHost),
+                          "cudaMemcpy");
       const std::vector<index_t> want = compact::srht_sample(s, sh.n, sh.r);
       index_t wrong = 0;
       for (std::size_t j = 0; j < got.size(); ++j) wrong += index_t(got[j]) != want[j];
@@ -689,8 +690,8 @@ void capture_cublas_log(const char* line) { cublas_log().emplace_back(line); }
 struct LogCapture {
   LogCapture() {
     cublas_log().clear();
-    compact::detail::check_cublas(cublasSetLoggerCallback(capture_cublas_log), "cublasSetLoggerCallback");
-    compact::detail::check_cublas(cublasLoggerConfigure(1, 0, 0, nullptr), "cublasLoggerConfigure");
+    compact::check_cublas(cublasSetLoggerCallback(capture_cublas_log), "cublasSetLoggerCallback");
+    compact::check_cublas(cublasLoggerConfigure(1, 0, 0, nullptr), "cublasLoggerConfigure");
   }
   ~LogCapture() {
     cublasLoggerConfigure(0, 0, 0, nullptr);
@@ -708,7 +709,7 @@ struct LogCapture {
 struct SecondStream {
   cudaStream_t stream = nullptr;
   thrust::device_vector<unsigned char> cublas_workspace = thrust::device_vector<unsigned char>(std::size_t{4} << 20);
-  SecondStream() { compact::detail::check_cuda(cudaStreamCreate(&stream), "cudaStreamCreate"); }
+  SecondStream() { compact::check_cuda(cudaStreamCreate(&stream), "cudaStreamCreate"); }
   ~SecondStream() { cudaStreamDestroy(stream); }
 };
 
@@ -727,15 +728,15 @@ struct WorkspaceReset {
 struct StreamOrder {
   cudaEvent_t event = nullptr;
   StreamOrder() {
-    compact::detail::check_cuda(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+    compact::check_cuda(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreateWithFlags");
   }
   ~StreamOrder() { cudaEventDestroy(event); }
   StreamOrder(const StreamOrder&) = delete;
   StreamOrder& operator=(const StreamOrder&) = delete;
   /// Work issued to `after` from now on runs after the work issued to `before` so far.
   void then(cudaStream_t before, cudaStream_t after) const {
-    compact::detail::check_cuda(cudaEventRecord(event, before), "cudaEventRecord");
-    compact::detail::check_cuda(cudaStreamWaitEvent(after, event, 0), "cudaStreamWaitEvent");
+    compact::check_cuda(cudaEventRecord(event, before), "cudaEventRecord");
+    compact::check_cuda(cudaStreamWaitEvent(after, event, 0), "cudaStreamWaitEvent");
   }
 };
 
@@ -762,7 +763,7 @@ TEST_CASE(
   const auto zv = compact::device_view(z, 8, 64);
   p.sketch(xv, zv);  // puts the handle on backend.stream if it was elsewhere
   cudaStream_t current = nullptr;
-  compact::detail::check_cublas(cublasGetStream(backend.cublas, &current), "cublasGetStream");
+  compact::check_cublas(cublasGetStream(backend.cublas, &current), "cublasGetStream");
   CHECK(current == backend.stream);
   // The same workspace (P's panel) serves both streams' sketches: each is ordered after the previous one.
   const StreamOrder order;
@@ -773,7 +774,7 @@ TEST_CASE(
     // Another stream: one cublasSetStream, and the handle keeps cuBLAS's own pool there: the caller's workspace
     // belongs to backend.stream, and lending it to GEMMs on two streams would let them race inside it.
     p.sketch(xv, zv, other.stream);
-    compact::detail::check_cublas(cublasGetStream(backend.cublas, &current), "cublasGetStream");
+    compact::check_cublas(cublasGetStream(backend.cublas, &current), "cublasGetStream");
     CHECK(current == other.stream);
     order.then(other.stream, backend.stream);
     p.sketch(xv, zv);  // back on backend.stream: cublasSetStream, then the caller's workspace again
@@ -785,22 +786,22 @@ TEST_CASE(
       CHECK(LogCapture::count("cublasGemmEx") >= 3);
     }
   }
-  compact::detail::check_cublas(cublasGetStream(backend.cublas, &current), "cublasGetStream");
+  compact::check_cublas(cublasGetStream(backend.cublas, &current), "cublasGetStream");
   CHECK(current == backend.stream);
-  compact::detail::check_cuda(cudaStreamSynchronize(backend.stream), "cudaStreamSynchronize");
+  compact::check_cuda(cudaStreamSynchronize(backend.stream), "cudaStreamSynchronize");
   cublasPointerMode_t mode = CUBLAS_POINTER_MODE_HOST;
-  compact::detail::check_cublas(cublasSetPointerMode(backend.cublas, CUBLAS_POINTER_MODE_DEVICE), "pointer mode");
+  compact::check_cublas(cublasSetPointerMode(backend.cublas, CUBLAS_POINTER_MODE_DEVICE), "pointer mode");
   p.sketch(xv, zv);  // host pointer mode for compact's call, the caller's mode after it
-  compact::detail::check_cublas(cublasGetPointerMode(backend.cublas, &mode), "cublasGetPointerMode");
+  compact::check_cublas(cublasGetPointerMode(backend.cublas, &mode), "cublasGetPointerMode");
   CHECK(mode == CUBLAS_POINTER_MODE_DEVICE);
-  compact::detail::check_cublas(cublasSetPointerMode(backend.cublas, CUBLAS_POINTER_MODE_HOST), "pointer mode");
+  compact::check_cublas(cublasSetPointerMode(backend.cublas, CUBLAS_POINTER_MODE_HOST), "pointer mode");
   gpu().sync();
 }
 
-TEST_CASE_TEMPLATE("a per-call stream gives the same bits as the projector's stream, for every distribution", Dist,
-                   compact::Gaussian, compact::Rademacher, compact::Srht) {
+TEST_CASE_TEMPLATE_DEFINE("a per-call stream gives the same bits as the projector's stream, for every distribution",
+                          Dist, per_call_stream) {
   using T = __nv_bfloat16;
-  const index_t batch = 9, n = 70000 / (std::is_same_v<Dist, compact::Srht> ? 1 : 100), r = 96, m = 5;
+  const index_t batch = 9, n = 70000 / (compact::is_transform_v<Dist> ? 1 : 100), r = 96, m = 5;
   SecondStream other;
   Fixture<Dist, T> f(n, r, SketchState{5, 6, 7});
   gpu().sync();  // the SRHT's setup ran on the projector's stream; the other stream is ordered after it
@@ -818,16 +819,18 @@ TEST_CASE_TEMPLATE("a per-call stream gives the same bits as the projector's str
   f.projector.unsketch_grad(compact::device_view(g, m, r), compact::device_view(o1, m, n), 0.5f, 0.0f);
   order.then(gpu().backend.stream, other.stream);
   f.projector.unsketch_grad(compact::device_view(g, m, r), compact::device_view(o2, m, n), 0.5f, 0.0f, other.stream);
-  compact::detail::check_cuda(cudaStreamSynchronize(other.stream), "cudaStreamSynchronize");
+  compact::check_cuda(cudaStreamSynchronize(other.stream), "cudaStreamSynchronize");
   const std::vector<T> a = download(z1), b = download(z2), c = download(o1), d = download(o2);
   index_t diff = 0;
   for (std::size_t k = 0; k < a.size(); ++k) diff += bits(a[k]) != bits(b[k]);
   for (std::size_t k = 0; k < c.size(); ++k) diff += bits(c[k]) != bits(d[k]);
   CHECK(diff == 0);
-  if (!std::is_same_v<Dist, compact::Srht>) {  // leave the shared handle on the test stream
-    compact::detail::check_cublas(cublasSetStream(gpu().backend.cublas, gpu().backend.stream), "cublasSetStream");
+  if (compact::is_dense_v<Dist>) {  // leave the shared handle on the test stream
+    compact::check_cublas(cublasSetStream(gpu().backend.cublas, gpu().backend.stream), "cublasSetStream");
   }
 }
+
+TEST_CASE_TEMPLATE_APPLY(per_call_stream, compact_test::AsTuple<compact::CudaDistributions>::type);
 
 TEST_CASE("an earlier, unrelated launch error is not reported as compact's, and a launch error names the kernel") {
   Fixture<compact::Srht, float> f(1000, 100, SketchState{1, 1, 1});
@@ -856,7 +859,7 @@ TEST_CASE("an earlier, unrelated launch error is not reported as compact's, and 
 
 TEST_CASE("a projector runs on its own device and leaves the caller's current device as it was") {
   int devices = 0;
-  compact::detail::check_cuda(cudaGetDeviceCount(&devices), "cudaGetDeviceCount");
+  compact::check_cuda(cudaGetDeviceCount(&devices), "cudaGetDeviceCount");
   Fixture<compact::Gaussian, float> f(128, 32, SketchState{3, 3, 3});
   CHECK(f.projector.device() == compact::detail::current_device("test"));
   if (devices < 2) {
@@ -866,10 +869,10 @@ TEST_CASE("a projector runs on its own device and leaves the caller's current de
   const thrust::device_vector<float> x = upload(random_scalars<float>(2 * 128, 5));
   thrust::device_vector<float> z(2 * 32);
   const int mine = f.projector.device(), other = mine == 0 ? 1 : 0;
-  compact::detail::check_cuda(cudaSetDevice(other), "cudaSetDevice");
+  compact::check_cuda(cudaSetDevice(other), "cudaSetDevice");
   f.projector.sketch(compact::device_view(x, 2, 128), compact::device_view(z, 2, 32));
   CHECK(compact::detail::current_device("test") == other);
-  compact::detail::check_cuda(cudaSetDevice(mine), "cudaSetDevice");
+  compact::check_cuda(cudaSetDevice(mine), "cudaSetDevice");
   gpu().sync();
   CHECK(download(z).size() == 64);
 }
@@ -893,8 +896,8 @@ struct MathModeScope {
   cublasHandle_t handle;
   cublasMath_t before = CUBLAS_DEFAULT_MATH;
   MathModeScope(cublasHandle_t h, cublasMath_t mode) : handle(h) {
-    compact::detail::check_cublas(cublasGetMathMode(handle, &before), "cublasGetMathMode");
-    compact::detail::check_cublas(cublasSetMathMode(handle, mode), "cublasSetMathMode");
+    compact::check_cublas(cublasGetMathMode(handle, &before), "cublasGetMathMode");
+    compact::check_cublas(cublasSetMathMode(handle, mode), "cublasSetMathMode");
   }
   ~MathModeScope() { cublasSetMathMode(handle, before); }
   MathModeScope(const MathModeScope&) = delete;
@@ -913,7 +916,7 @@ TEST_CASE("fp32 GEMMs run in fp32 on a handle set to TF32, and the handle's math
   check_unsketch<compact::Rademacher, float>(1024, 1024, 32, 0, 1.0f, 0.0f);
   check_compressed_grad<float, float>(32, 0.0f);
   cublasMath_t after = CUBLAS_DEFAULT_MATH;
-  compact::detail::check_cublas(cublasGetMathMode(handle, &after), "cublasGetMathMode");
+  compact::check_cublas(cublasGetMathMode(handle, &after), "cublasGetMathMode");
   CHECK(after == tf32);
 }
 
@@ -929,7 +932,7 @@ TEST_CASE("a later SRHT projector never lowers an earlier one's shared-memory li
   const std::size_t need = compact::detail::fwht_shared_bytes(compact::detail::fwht_shape(15));
   const auto limit = [] {
     cudaFuncAttributes a{};
-    compact::detail::check_cuda(
+    compact::check_cuda(
         cudaFuncGetAttributes(&a,
                               compact::detail::srht_sketch_chunks_kernel<T, 64, compact::detail::SrhtChunkIo::kDirect>),
         "cudaFuncGetAttributes");
@@ -1052,11 +1055,17 @@ TEST_SUITE("host") {
 
   // The shared API (tests/projector_api.hpp), for every CUDA projector and, in this same translation unit, the CPU's.
   // Every projector of every distribution of the library on both backends, in every scalar, in one nvcc TU.
-  static_assert(compact_test::all_have_projector_api<compact::Cuda, float>(compact::Distributions{}));
-  static_assert(compact_test::all_have_projector_api<compact::Cuda, __half>(compact::Distributions{}));
-  static_assert(compact_test::all_have_projector_api<compact::Cuda, __nv_bfloat16>(compact::Distributions{}));
-  static_assert(compact_test::all_have_projector_api<compact::Cpu, float>(compact::Distributions{}));
-  static_assert(compact_test::all_have_projector_api<compact::Cpu, double>(compact::Distributions{}));
+  static_assert(compact_test::all_have_projector_api<compact::Cuda, float>(compact::CudaDistributions{}));
+  static_assert(compact_test::all_have_projector_api<compact::Cuda, __half>(compact::CudaDistributions{}));
+  static_assert(compact_test::all_have_projector_api<compact::Cuda, __nv_bfloat16>(compact::CudaDistributions{}));
+  static_assert(compact_test::all_have_projector_api<compact::Cpu, float>(compact::CpuDistributions{}));
+  static_assert(compact_test::all_have_projector_api<compact::Cpu, double>(compact::CpuDistributions{}));
+  // The global list holds the CPU-only toy (tests/toy_distribution.hpp); the CUDA backend's list leaves it out, so
+  // nothing above instantiates a CUDA template with it.
+  static_assert(compact::Distributions::kSize == 4 && compact::CpuDistributions::kSize == 4);
+  static_assert(std::is_same_v<compact::CudaDistributions,
+                               compact::TypeList<compact::Gaussian, compact::Rademacher, compact::Srht>>);
+  static_assert(!compact::supports_v<compact::Cuda, compact_test::ToyCountSketch>);
 
   TEST_CASE("one .cu translation unit uses both backends: one shape check with one message, one spec") {
     CHECK(compact_test::shape_refusals<compact::Cuda, compact::Gaussian, __nv_bfloat16>() ==

@@ -46,8 +46,7 @@ struct DeviceVector {
   std::size_t size;
   explicit DeviceVector(const std::vector<T>& h)
       : memory("test", "a device vector", h.size() * sizeof(T)), size(h.size()) {
-    compact::detail::check_cuda(cudaMemcpy(memory.data(), h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice),
-                                "upload");
+    compact::check_cuda(cudaMemcpy(memory.data(), h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice), "upload");
   }
   T* data() const { return reinterpret_cast<T*>(memory.data()); }
   MatrixView<T> view(index_t rows, index_t cols) const { return MatrixView<T>(data(), rows, cols, cols); }
@@ -58,7 +57,7 @@ template <class T>
 std::vector<T> download(const T* d, std::size_t count) {
   gpu().sync();
   std::vector<T> h(count);
-  compact::detail::check_cuda(cudaMemcpy(h.data(), d, count * sizeof(T), cudaMemcpyDeviceToHost), "download");
+  compact::check_cuda(cudaMemcpy(h.data(), d, count * sizeof(T), cudaMemcpyDeviceToHost), "download");
   return h;
 }
 
@@ -98,7 +97,7 @@ constexpr std::uint32_t code() {
 /// log2 of the SRHT's padded length (its unsketch sums through a butterfly of that depth), 0 for dense P.
 template <class Dist>
 int butterfly_depth(index_t n) {
-  if constexpr (!std::is_same_v<Dist, compact::Srht>) return 0;
+  if constexpr (compact::is_dense_v<Dist>) return 0;
   int d = 0;
   while ((index_t{1} << d) < n) ++d;
   return d;
@@ -112,7 +111,7 @@ TEST_CASE_TEMPLATE("AdamW on the GPU tracks the CPU optimizer: Ĝ within the GEM
   o.lr = 2e-2;
   o.weight_decay = 0.1;
   o.alpha = 0.5;
-  o.window_policy = std::is_same_v<Dist, compact::Srht> ? compact::WindowPolicy::kReset : compact::WindowPolicy::kKeep;
+  o.window_policy = compact::is_transform_v<Dist> ? compact::WindowPolicy::kReset : compact::WindowPolicy::kKeep;
   const compact::Schedule schedule(21, 2);
   compact::CompressedAdamW<compact::Cuda, Dist, float> opt(m, n, r, schedule, 6, gpu().backend, o);
   const auto cpu = compact_test::make_cpu_adamw(code<Dist>(), m, n, r, schedule, 6, o);
@@ -307,7 +306,7 @@ TEST_CASE("kTransferFirst on the GPU: M becomes M P_oldᵀ P_new within the fp32
   const DeviceVector<float> p0_d(std::vector<float>(std::size_t(n * r))), p1_d(std::vector<float>(std::size_t(n * r)));
   opt.projector().materialize(p0_d.view(n, r));
   const std::vector<float> g = random_scalars<float>(std::size_t(m * r), 9);
-  compact::detail::check_cuda(cudaMemcpy(opt.grad().data, g.data(), g.size() * 4, cudaMemcpyHostToDevice), "Ĝ");
+  compact::check_cuda(cudaMemcpy(opt.grad().data, g.data(), g.size() * 4, cudaMemcpyHostToDevice), "Ĝ");
   const DeviceVector<float> w(std::vector<float>(std::size_t(m * n)));
   opt.step(w.view(m, n));  // period 1: the window changes after every step
   opt.projector().materialize(p1_d.view(n, r));
@@ -442,7 +441,7 @@ TEST_CASE("SGD with fp16 W stores the increment -lr·alpha·B: a B beyond fp16's
   compact::CompressedSgd<compact::Cuda, compact::Gaussian, Half> opt(m, n, r, compact::Schedule(3, 0), 0, gpu().backend,
                                                                      o);
   const std::vector<float> g(std::size_t(m * r), 1e5f);
-  compact::detail::check_cuda(cudaMemcpy(opt.grad().data, g.data(), g.size() * 4, cudaMemcpyHostToDevice), "Ĝ");
+  compact::check_cuda(cudaMemcpy(opt.grad().data, g.data(), g.size() * 4, cudaMemcpyHostToDevice), "Ĝ");
   const std::vector<Half> w_host = random_scalars<Half>(std::size_t(m * n), 5);
   const DeviceVector<Half> w(w_host);
   const DeviceVector<Half> p_d(std::vector<Half>(std::size_t(n * r)));
@@ -496,7 +495,7 @@ TEST_CASE("load_state returns with its stream idle: Ĝ zeroed and the moments co
   Opt opt(m, n, r, compact::Schedule(1, 0), 0, gpu().backend);
   const std::vector<std::uint8_t> record = opt.save_state();
   const std::vector<float> ones(std::size_t(m * r), 1.0f);
-  compact::detail::check_cuda(cudaMemcpy(opt.grad().data, ones.data(), ones.size() * 4, cudaMemcpyHostToDevice), "Ĝ");
+  compact::check_cuda(cudaMemcpy(opt.grad().data, ones.data(), ones.size() * 4, cudaMemcpyHostToDevice), "Ĝ");
   opt.load_state(record);
   CHECK(cudaStreamQuery(gpu().backend.stream) == cudaSuccess);
   CHECK(download(opt.grad().data, std::size_t(m * r)) == std::vector<float>(std::size_t(m * r), 0.0f));
@@ -546,12 +545,11 @@ TEST_SUITE("host") {
       CAPTURE(n);
       CAPTURE(r);
       for (const PanelSchedule s : {PanelSchedule::kSerial, PanelSchedule::kOverlap}) {
-        if constexpr (std::is_same_v<typename decltype(tag)::dist, compact::Srht>) {
+        CHECK(P::min_workspace_bytes(n, r, s) <= Opt::slot_bytes(Opt::min_workspace_bytes(n, r, s)));
+        CHECK(P::workspace_bytes(n, r, s) <= Opt::slot_bytes(Opt::workspace_bytes(n, r, s)));
+        if constexpr (!compact::is_dense_v<typename decltype(tag)::dist>) {
           CHECK(Opt::min_workspace_bytes(n, r, s) == Opt::min_workspace_bytes(n, r));  // no panels: no schedule
-          CHECK(P::min_workspace_bytes(n, r) <= Opt::slot_bytes(Opt::min_workspace_bytes(n, r, s)));
-        } else {
-          CHECK(P::min_workspace_bytes(n, r, s) <= Opt::slot_bytes(Opt::min_workspace_bytes(n, r, s)));
-          CHECK(P::workspace_bytes(n, r, s) <= Opt::slot_bytes(Opt::workspace_bytes(n, r, s)));
+          CHECK(P::min_workspace_bytes(n, r, s) == P::min_workspace_bytes(n, r));
         }
       }
       CHECK(Opt::min_workspace_bytes(n, r) == 2 * compact::detail::align_workspace(P::min_workspace_bytes(n, r)));

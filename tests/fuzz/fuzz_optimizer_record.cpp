@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /// Fuzzes CompressedAdamW / CompressedSgd load_state. Byte 0 picks the optimizer (kind x distribution of
-/// compact::Distributions x scalar,
+/// compact::CpuDistributions x scalar,
 /// shapes fixed at m = 3, n = 10, r = 4, Schedule(7, 2), stream 1); the rest is the record. Properties:
 ///   - a refused record throws compact::error and leaves the optimizer exactly as it was;
 ///   - an accepted record is byte for byte what save_state() then returns;
@@ -75,11 +75,11 @@ void run_dist(std::uint8_t config, const std::uint8_t* record, std::size_t size)
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (size == 0) return 0;
-  // bit 0: SGD, bit 1: double, config / 4: the distribution's position in compact::Distributions.
-  const std::size_t config = data[0] % (4 * compact::Distributions::kSize);
+  // bit 0: SGD, bit 1: double, config / 4: the distribution's position in compact::CpuDistributions.
+  const std::size_t config = data[0] % (4 * compact::CpuDistributions::kSize);
   const std::uint8_t* record = data + 1;
   const std::size_t record_size = size - 1;
-  compact::detail::visit_type_at(compact::Distributions{}, config / 4, [&](auto dist) {
+  compact::detail::visit_type_at(compact::CpuDistributions{}, config / 4, [&](auto dist) {
     run_dist<decltype(dist)>(static_cast<std::uint8_t>(config), record, record_size);
   });
   return 0;

@@ -198,8 +198,8 @@ void check_projector(const Proj& proj, const Params& p) {
 template <class Dist, class Scalar>
 void run(const Params& p) {
   using P = compact::Projector<compact::Cpu, Dist, Scalar>;
-  if constexpr (std::is_constructible_v<P, index_t, index_t, compact::SketchState, index_t>) {
-    // A panel budget (the dense projectors): the fuzzed one (often several panels, ragged) and the default one (one
+  if constexpr (compact::is_dense_v<Dist>) {
+    // A panel budget (the dense family's extra): the fuzzed one (often several panels, ragged) and the default one (one
     // panel at these sizes).
     const P small(p.n, p.r, p.state, p.budget), whole(p.n, p.r, p.state);
     COMPACT_FUZZ_REQUIRE(small.materialize() == whole.materialize(), "P depends on the panel budget");
@@ -214,8 +214,8 @@ void run(const Params& p) {
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   compact_fuzz::Input in(data, size);
-  // The distribution (kind / 2: its position in compact::Distributions) and the scalar (kind % 2: double).
-  const std::size_t kind = in.u8() % (2 * compact::Distributions::kSize);
+  // The distribution (kind / 2: its position in compact::CpuDistributions) and the scalar (kind % 2: double).
+  const std::size_t kind = in.u8() % (2 * compact::CpuDistributions::kSize);
   Params p{};
   p.n = 1 + in.u16() % 256;
   p.r = 1 + in.u16() % p.n;
@@ -232,7 +232,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   p.alpha_beta = in.u8() % 9;
   p.mode = in.u8() % 8;  // 1, 2, 3: malformed calls; otherwise valid
   p.m = 1 + in.u8() % 40;
-  compact::detail::visit_type_at(compact::Distributions{}, kind / 2, [&](auto dist) {
+  compact::detail::visit_type_at(compact::CpuDistributions{}, kind / 2, [&](auto dist) {
     if (kind % 2 == 0) {
       run<decltype(dist), float>(p);
     } else {

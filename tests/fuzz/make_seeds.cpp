@@ -141,9 +141,9 @@ int main(int argc, char** argv) {
   const std::filesystem::path root(argv[1]);
   state_seeds(root / "state");
   // Byte 0 of an optimizer_record input: bit 0 SGD, bit 1 double, config / 4 the distribution's position in
-  // compact::Distributions (fuzz_optimizer_record.cpp); the file names use the distribution's name in lower case.
+  // compact::CpuDistributions (fuzz_optimizer_record.cpp); the file names use the distribution's name in lower case.
   std::size_t position = 0;
-  compact::detail::for_each_type(compact::Distributions{}, [&](auto dist) {
+  compact::detail::for_each_type(compact::CpuDistributions{}, [&](auto dist) {
     using Dist = decltype(dist);
     std::string lower = compact::DistributionTraits<Dist>::kName;
     for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));

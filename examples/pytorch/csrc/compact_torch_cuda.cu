@@ -10,7 +10,7 @@
 
 #include "cuda_ops.h"
 
-namespace compact_torch {
+namespace compact_ext {
 namespace cuda {
 namespace {
 
@@ -20,29 +20,36 @@ compact::Cuda backend_of(Context ctx) {
   return compact::Cuda{static_cast<cudaStream_t>(ctx.stream), static_cast<cublasHandle_t>(ctx.cublas)};
 }
 
-/// Returns f(Dist{}, Scalar{}) for the run-time (dist, dtype); dist is a position in compact::Distributions.
+/// Returns f(Dist{}, Scalar{}) for the run-time (dist, dtype); dist is a position in compact::Distributions. f is
+/// instantiated for the distributions of compact::CudaDistributions only: one the CUDA backend does not implement
+/// (supports_v) is refused with its name.
 template <class F>
 auto dispatch(DistId dist, Dtype dtype, const F& f) {
   const auto with_scalar = [&](auto dist_tag) {
-    switch (dtype) {
-      case Dtype::kFloat:
-        return f(dist_tag, float{});
-      case Dtype::kHalf:
-        return f(dist_tag, __half{});
-      case Dtype::kBFloat16:
-        return f(dist_tag, __nv_bfloat16{});
+    using Dist = decltype(dist_tag);
+    if constexpr (!compact::supports_v<compact::Cuda, Dist>) {
+      COMPACT_REQUIRE(false, "compact_torch (CUDA): distribution " << compact::DistributionTraits<Dist>::kName
+                                                                   << " has no CUDA implementation");
+      return f(compact::Gaussian{}, float{});  // not reached: gives the lambda f's result type
+    } else {
+      switch (dtype) {
+        case Dtype::kFloat:
+          return f(dist_tag, float{});
+        case Dtype::kHalf:
+          return f(dist_tag, __half{});
+        case Dtype::kBFloat16:
+          return f(dist_tag, __nv_bfloat16{});
+      }
+      COMPACT_REQUIRE(false, "compact_torch (CUDA): unknown dtype id " << int(dtype));
+      return f(dist_tag, float{});
     }
-    COMPACT_REQUIRE(false, "compact_torch (CUDA): unknown dtype id " << int(dtype));
-    return f(dist_tag, float{});
   };
-  COMPACT_REQUIRE(dist < compact::Distributions::kSize, "compact_torch (CUDA): unknown distribution id " << dist);
   using Result = decltype(with_scalar(compact::Gaussian{}));
   if constexpr (std::is_void_v<Result>) {
-    compact::detail::visit_type_at(compact::Distributions{}, dist, with_scalar);
+    compact::visit_distribution_at(dist, with_scalar);
   } else {
     Result result{};
-    compact::detail::visit_type_at(compact::Distributions{}, dist,
-                                   [&](auto dist_tag) { result = with_scalar(dist_tag); });
+    compact::visit_distribution_at(dist, [&](auto dist_tag) { result = with_scalar(dist_tag); });
     return result;
   }
 }
@@ -156,12 +163,12 @@ class Kept final : public KeptProjector {
  public:
   Kept(compact::SketchState state, index_t n, index_t r, compact::Workspace ws, Context ctx)
       : projector_(n, r, state, backend_of(ctx), ws), stream_(static_cast<cudaStream_t>(ctx.stream)) {
-    compact::detail::check_cuda(cudaEventCreateWithFlags(&built_, cudaEventDisableTiming),
-                                "compact_torch: keep: cudaEventCreateWithFlags");
+    compact::check_cuda(cudaEventCreateWithFlags(&built_, cudaEventDisableTiming),
+                        "compact_torch: keep: cudaEventCreateWithFlags");
     const cudaError_t recorded = cudaEventRecord(built_, stream_);
     if (recorded != cudaSuccess) {
       cudaEventDestroy(built_);
-      compact::detail::check_cuda(recorded, "compact_torch: keep: cudaEventRecord");
+      compact::check_cuda(recorded, "compact_torch: keep: cudaEventRecord");
     }
   }
   ~Kept() override { cudaEventDestroy(built_); }
@@ -190,7 +197,7 @@ class Kept final : public KeptProjector {
   cudaStream_t after_build(Context ctx) const {
     const auto stream = static_cast<cudaStream_t>(ctx.stream);
     if (stream != stream_) {
-      compact::detail::check_cuda(cudaStreamWaitEvent(stream, built_, 0), "compact_torch: cudaStreamWaitEvent");
+      compact::check_cuda(cudaStreamWaitEvent(stream, built_, 0), "compact_torch: cudaStreamWaitEvent");
     }
     return stream;
   }
@@ -292,4 +299,4 @@ void compressed_grad(Dtype dtype, bool float_out, const void* dy, std::int64_t r
 }
 
 }  // namespace cuda
-}  // namespace compact_torch
+}  // namespace compact_ext

@@ -13,7 +13,7 @@
 
 #include <compact/spec/state.hpp>
 
-namespace compact_torch {
+namespace compact_ext {
 namespace cuda {
 
 /// Element types the CUDA backend supports (fp32 accumulation for all of them).
@@ -92,4 +92,4 @@ void compressed_grad(Dtype dtype, bool float_out, const void* dy, std::int64_t r
                      std::int64_t g_stride, double beta, Context ctx);
 
 }  // namespace cuda
-}  // namespace compact_torch
+}  // namespace compact_ext

@@ -18,7 +18,7 @@
 #include <mutex>
 #include <utility>
 
-namespace compact_torch {
+namespace compact_ext {
 
 template <class Key, class Value>
 class KeptCache {
@@ -94,4 +94,4 @@ class KeptCache {
   Stats stats_;
 };
 
-}  // namespace compact_torch
+}  // namespace compact_ext

@@ -7,6 +7,11 @@
 /// compact_torch.memory.CpuMemoryTracker does, when a measuring script creates one. It includes no torch header
 /// beyond c10's allocator and pybind11, and returns its log as bytes (int64 rows) so that reading it allocates no
 /// tensor.
+///
+/// examples/libtorch/byte_counter.hpp also wraps c10's CPU allocator, for the C++ programs on libtorch, and counts
+/// something else: running totals (live, peak, per allocation site) in atomics, no log. This module keeps a log per
+/// allocation (address, sequence numbers) from which the peak's breakdown follows, covers the meta device, and
+/// builds against torch 1.13 to 2.x; the two share no code on purpose (docs/pytorch.md, "Measuring peak memory").
 
 #include <c10/core/CPUAllocator.h>
 #include <pybind11/pybind11.h>
@@ -20,7 +25,7 @@
 #include <unordered_map>
 #include <vector>
 
-namespace compact_torch {
+namespace compact_ext {
 namespace memtrack {
 namespace {
 
@@ -267,10 +272,10 @@ pybind11::tuple tracker_stop() {
 
 }  // namespace
 }  // namespace memtrack
-}  // namespace compact_torch
+}  // namespace compact_ext
 
 PYBIND11_MODULE(_memtrack, m) {
-  namespace mt = compact_torch::memtrack;
+  namespace mt = compact_ext::memtrack;
   m.doc() = "byte-exact CPU allocation tracker (a measuring tool: installing it replaces torch's CPU allocator)";
   m.def("install", &mt::tracker_install, "route later CPU tensor allocations through the tracker (idempotent)");
   m.def("installed", &mt::tracker_installed);

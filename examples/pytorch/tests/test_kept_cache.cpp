@@ -17,7 +17,7 @@
 
 namespace {
 
-using Cache = compact_torch::KeptCache<int, std::string>;
+using Cache = compact_ext::KeptCache<int, std::string>;
 
 /// A builder that counts its calls and reports `bytes` for the value "v<key>".
 struct Builder {

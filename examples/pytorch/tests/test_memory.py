@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
 """The byte-exact CPU allocation tracker (a measuring tool outside the package's runtime) and the peak-memory
 breakdown of a training step."""
+import gc
 import subprocess
 import sys
 
@@ -94,6 +95,107 @@ def test_breakdown_of_a_training_step_sums_to_the_peak(compact):
     assert sizes["gradients"] == 4 * (dense + ghat)
     if compact:
         assert ghat * 4 == n_weights - dense  # r = n/4 of every compressed weight
+
+
+def _trained(seed=0):
+    torch.manual_seed(seed)
+    model = ct.compress(tiny_llama(), rank=0.25)
+    opt = ct.CompressedAdamW(model.parameters(), lr=1e-3)
+    train_step(model, opt)  # optimizer state exists from now on
+    opt.zero_grad(set_to_none=True)
+    return model, opt
+
+
+def test_tracked_step_measures_what_the_step_written_out_measures_and_places_the_peak():
+    ids = torch.randint(0, 40, (4, 16), generator=torch.Generator().manual_seed(1))
+    model, opt = _trained()
+    gc.collect()
+    gc.disable()  # no other object's tensors freed inside the steps
+    try:
+        tracker.start()
+        loss = model(ids, ids)
+        hand_marks = {"forward": tracker.seq()}
+        loss.backward()
+        hand_marks["backward"] = tracker.seq()
+        opt.step()
+        by_hand = tracker.stop(memory.model_tensors(model, opt))
+        del loss
+        model, opt = _trained()
+        gc.collect()
+        report, marks = memory.tracked_step(tracker, lambda: model(ids, ids), model, opt)
+    finally:
+        gc.enable()
+    assert not tracker.recording
+    for c in ("weights", "gradients", "optimizer", "activations", "temporaries", "total"):
+        assert report[c] == by_hand[c], (c, report[c], by_hand[c])
+    assert list(marks) == list(memory.PHASES)
+    assert tracker.start_seq < marks["forward"] < marks["backward"] < marks["optimizer"]
+    assert memory.peak_phase(by_hand["peak_seq"], hand_marks) == report["phase"]
+    assert report["phase"] == memory.peak_phase(report["peak_seq"], marks) in memory.PHASES
+    assert report["end"]["activations"] == 0
+
+
+def test_tracked_step_refuses_bad_arguments_before_running_and_stops_the_tracker_when_the_step_fails():
+    model, opt = _trained()
+    before = [p.detach().clone() for p in model.parameters()]
+    ids = torch.randint(0, 40, (2, 16))
+    with pytest.raises(TypeError, match="argument tracker must be a CpuMemoryTracker, got str"):
+        memory.tracked_step("tracker", lambda: model(ids, ids), model, opt)
+    with pytest.raises(TypeError, match="argument loss_fn must be callable, got int"):
+        memory.tracked_step(tracker, 3, model, opt)
+    with pytest.raises(TypeError, match="argument model must be a torch.nn.Module, got dict"):
+        memory.tracked_step(tracker, lambda: model(ids, ids), {}, opt)
+    with pytest.raises(TypeError, match="argument optimizer must be an optimizer .*, got NoneType"):
+        memory.tracked_step(tracker, lambda: model(ids, ids), model, None)
+    tracker.start()
+    with pytest.raises(RuntimeError, match="argument tracker is already recording"):
+        memory.tracked_step(tracker, lambda: model(ids, ids), model, opt)
+    tracker.cancel()
+    assert not tracker.recording
+    with pytest.raises(ValueError, match=r"argument loss_fn must return a one-element loss tensor, got \(2, 16\)"):
+        memory.tracked_step(tracker, lambda: torch.zeros(2, 16), model, opt)
+    assert not tracker.recording
+
+    def failing():
+        raise KeyError("the batch")
+
+    with pytest.raises(KeyError, match="the batch"):
+        memory.tracked_step(tracker, failing, model, opt)
+    assert not tracker.recording
+    assert all(torch.equal(a, p) for a, p in zip(before, model.parameters()))  # no step was taken
+    with pytest.raises(TypeError, match="argument around must be callable or None, got int"):
+        memory.tracked_step(tracker, lambda: model(ids, ids), model, opt, around=5)
+    with pytest.raises(RuntimeError, match="argument around returned without running the step"):
+        memory.tracked_step(tracker, lambda: model(ids, ids), model, opt, around=lambda step: None)
+    assert not tracker.recording
+    with pytest.raises(RuntimeError, match=r"stop\(\) without start\(\)"):
+        tracker.stop(memory.model_tensors(model, opt))
+    # The tracker works on after each of them.
+    report, _ = memory.tracked_step(tracker, lambda: model(ids, ids), model, opt)
+    assert report["total"] > 0 and report["around"] is None
+
+
+def test_tracked_step_runs_the_step_through_around_and_returns_what_it_returns():
+    model, opt = _trained()
+    ids = torch.randint(0, 40, (2, 16))
+    calls = []
+
+    def around(step):
+        calls.append(tracker.recording)
+        step()
+        return "measured"
+
+    report, marks = memory.tracked_step(tracker, lambda: model(ids, ids), model, opt, around=around)
+    assert calls == [True] and report["around"] == "measured" and list(marks) == list(memory.PHASES)
+    assert report["activations"] >= 0 and report["total"] > 0
+
+
+def test_peak_phase_places_a_sequence_number_among_the_marks_and_names_missing_ones():
+    marks = {"forward": 10, "backward": 20, "optimizer": 30}
+    assert [memory.peak_phase(s, marks) for s in (5, 10, 11, 20, 21, 30)] == \
+        ["forward", "forward", "backward", "backward", "optimizer", "optimizer"]
+    with pytest.raises(ValueError, match="argument marks = {'forward': 10} lacks backward"):
+        memory.peak_phase(5, {"forward": 10})
 
 
 def test_compact_peak_is_below_full_rank_for_the_same_model_and_batch():

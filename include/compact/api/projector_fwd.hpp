@@ -40,9 +40,13 @@ struct NoImplementation {
 /// What each backend adds, because it must:
 ///   Cpu:  the Workspace is lent per call (sketch/unsketch_grad overloads taking one, scratch_bytes(rows) for one
 ///         call's exact need); Eigen conveniences (sketch(x), unsketch_grad(g), materialize() by value).
-///   Cuda: the Workspace is lent to the constructor; min_workspace_bytes(n, r); a per-call stream overload of every
-///         operation; backend() and device(); kSetupOnDevice (true when the constructor enqueues device work, as
-///         the SRHT's sample and signs: a caller that builds projectors per call may keep them instead).
+///   Cuda: the Workspace is lent to the constructor; min_workspace_bytes(n, r); both workspace queries take a
+///         PanelSchedule as third argument on every distribution (ignored without panels); a per-call stream
+///         overload of every operation; backend() and device(); kSetupOnDevice (true when the constructor enqueues
+///         device work, as the SRHT's sample and signs: a caller that builds projectors per call may keep them).
+/// A family's extras (spec/tags.hpp) stay on its projectors: the dense panel_width() and panel_height(), the SRHT's
+/// scratch_bytes_per_thread(), and on the CPU projectors of both, materialize(p, row0, col0). Which combinations
+/// exist: supports_v<Backend, Dist> (api/distributions.hpp).
 template <class Backend, class Dist, class Scalar = float>
 class Projector : detail::NoImplementation<Backend, Dist, Scalar> {};
 

@@ -143,17 +143,21 @@ inline void check_unsketch_args(const MatrixView<const Scalar>& g, const MatrixV
   check_no_alias("Projector::unsketch_grad", "g", g, "out", out);
 }
 
-/// The argument checks of compressed_grad on every backend: dy is B x m, z is B x r, g is m x r, and g overlaps
-/// neither input. g has its own type Accum (Scalar, or float for an fp32 accumulation of 16-bit activations).
+}  // namespace detail
+
+/// The argument checks of compressed_grad (Ghat = dy^T z + beta g) on every backend, public for integrations that
+/// form Ghat with an engine of their own (compact_torch hands the CPU product to torch's GEMM): dy is B x m, z is
+/// B x r, g is m x r, and g overlaps neither input. g has its own type Accum (Scalar, or float for an fp32
+/// accumulation of 16-bit activations). Throws compact::error naming the argument and its shape ("compressed_grad:
+/// argument z has 4 rows, expected dy.rows = 5"); reads no element of any view and writes nothing.
 template <class Scalar, class Accum>
 inline void check_compressed_grad_args(const MatrixView<const Scalar>& dy, const MatrixView<const Scalar>& z,
                                        const MatrixView<Accum>& g) {
-  check_view("compressed_grad", "dy", dy, -1, "", -1, "");
-  check_view("compressed_grad", "z", z, dy.rows, "dy.rows", -1, "");
-  check_view("compressed_grad", "g", g, dy.cols, "dy.cols", z.cols, "z.cols");
-  check_no_alias("compressed_grad", "dy", dy, "g", g);
-  check_no_alias("compressed_grad", "z", z, "g", g);
+  detail::check_view("compressed_grad", "dy", dy, -1, "", -1, "");
+  detail::check_view("compressed_grad", "z", z, dy.rows, "dy.rows", -1, "");
+  detail::check_view("compressed_grad", "g", g, dy.cols, "dy.cols", z.cols, "z.cols");
+  detail::check_no_alias("compressed_grad", "dy", dy, "g", g);
+  detail::check_no_alias("compressed_grad", "z", z, "g", g);
 }
 
-}  // namespace detail
 }  // namespace compact

@@ -23,7 +23,7 @@ void compressed_grad(Cpu, MatrixView<const Scalar> dy, MatrixView<const Scalar> 
                      Scalar beta = Scalar(0), GemmEngine engine = default_gemm_engine()) {
   static_assert(std::is_same_v<Scalar, float> || std::is_same_v<Scalar, double>,
                 "compact::compressed_grad(Cpu, ...): Scalar must be float or double");
-  detail::check_compressed_grad_args(dy, z, g);
+  check_compressed_grad_args(dy, z, g);
   detail::check_gemm_engine("compressed_grad", engine, dy.rows);
   // The GEMMs run inside tasks, which must not throw: every size the BLAS takes is checked here.
   COMPACT_REQUIRE(engine != GemmEngine::kBlas ||

@@ -11,6 +11,7 @@
 #include "compact/spec/entries.hpp"
 #include "compact/spec/state.hpp"
 #include "compact/api/checked_size.hpp"
+#include "compact/api/distributions.hpp"
 #include "compact/api/projector_core.hpp"
 #include "compact/api/projector_fwd.hpp"
 #include "compact/api/view.hpp"
@@ -59,6 +60,10 @@ class DenseCpuProjector : public ProjectorCore {
   /// The Eigen engine halves tiles (the longer edge, down to kTileMin) until there are kMinTiles of them.
   static constexpr index_t kMinTiles = 4;
   static constexpr index_t kTileMin = 64;
+
+  // The dense family's extras (panel_width, panel_height, panel_entries; materialize(p, row0, col0)): what a caller
+  // running its own GEMM on panels of P uses, reached under `if constexpr (is_dense_v<Dist>)`. The query every
+  // projector answers is workspace_bytes(n, r) and scratch_bytes(rows).
 
   /// Columns of P per sketch panel: r when n * r <= panel_entries(), else the most multiples of kPanelMin with
   /// n * w <= panel_entries() (at least kPanelMin), capped at r.
@@ -257,5 +262,11 @@ class Projector<Cpu, Rademacher, Scalar> : public detail::CpuProjector<detail::D
  public:
   using detail::CpuProjector<detail::DenseCpuProjector<Rademacher, Scalar>>::CpuProjector;
 };
+
+/// The CPU backend implements Gaussian and Rademacher (the dense family).
+template <>
+struct BackendSupports<Cpu, Gaussian> : std::true_type {};
+template <>
+struct BackendSupports<Cpu, Rademacher> : std::true_type {};
 
 }  // namespace compact

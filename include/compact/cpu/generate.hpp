@@ -29,8 +29,7 @@ namespace detail {
 template <class Dist, class Scalar>
 void fill_dense_panel_with(CpuIsa isa, const EntryParams& p, index_t i0, index_t i1, index_t j0, index_t j1,
                            Scalar* out, index_t ld) {
-  static_assert(std::is_same_v<Dist, Gaussian> || std::is_same_v<Dist, Rademacher>,
-                "compact::detail::fill_dense_panel: Dist must be Gaussian or Rademacher");
+  static_assert(is_dense_v<Dist>, "compact::detail::fill_dense_panel: Dist must be a dense distribution");
   static_assert(std::is_same_v<Scalar, float> || std::is_same_v<Scalar, double>,
                 "compact::detail::fill_dense_panel: Scalar must be float or double");
   if (i0 >= i1 || j0 >= j1) return;

@@ -197,12 +197,21 @@ inline void fill_rademacher_panel(const EntryParams& p, index_t i0, index_t i1, 
   if (pending.count > 0) flush_rademacher(&pending, p, rk, i0, j0, width, out, ld);
 }
 
-/// The panel of a dense distribution (Gaussian or Rademacher): what cpu/generate.hpp dispatches to.
+/// The panel of each lane generator (spec/entries.hpp), chosen by overload at compile time: a dense distribution with a
+/// lane generator of its own adds its overload here.
+template <class Scalar>
+inline void fill_lanes_panel(const GaussianLanes*, const EntryParams& p, index_t i0, index_t i1, index_t j0, index_t j1,
+                             Scalar* out, index_t ld) {
+  fill_gaussian_panel(p, i0, i1, j0, j1, out, ld);
+}
+template <class Scalar>
+inline void fill_lanes_panel(const RademacherLanes*, const EntryParams& p, index_t i0, index_t i1, index_t j0,
+                             index_t j1, Scalar* out, index_t ld) {
+  fill_rademacher_panel(p, i0, i1, j0, j1, out, ld);
+}
+
+/// The panel of a dense distribution, through its lane generator: what cpu/generate.hpp dispatches to.
 template <class Dist, class Scalar>
 inline void fill_panel(const EntryParams& p, index_t i0, index_t i1, index_t j0, index_t j1, Scalar* out, index_t ld) {
-  if constexpr (std::is_same_v<Dist, Gaussian>) {
-    fill_gaussian_panel(p, i0, i1, j0, j1, out, ld);
-  } else {
-    fill_rademacher_panel(p, i0, i1, j0, j1, out, ld);
-  }
+  fill_lanes_panel(static_cast<const dense_lanes_t<Dist>*>(nullptr), p, i0, i1, j0, j1, out, ld);
 }

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 /// The CPU backend's thread partition: parallel_tasks runs a call's tasks on compact's task pool (cpu/task_pool.hpp)
-/// with results independent of the thread count; team_size and max_threads size per-thread buffers.
+/// with results independent of the thread count; team_size and cpu_max_threads (cpu/backend.hpp) size per-thread
+/// buffers.
 
 #include <algorithm>
 #include <limits>
@@ -9,6 +10,7 @@
 #include <type_traits>
 
 #include "compact/config.hpp"
+#include "compact/cpu/backend.hpp"
 #include "compact/cpu/task_pool.hpp"
 
 #if defined(_OPENMP)
@@ -32,18 +34,10 @@ inline bool uses_team(index_t tasks, double flops) {
 #endif
 }
 
-/// Number of threads parallel_tasks may use (size of per-thread scratch arrays).
-inline int max_threads() {
-#if defined(_OPENMP)
-  return omp_get_max_threads();
-#else
-  return 1;
-#endif
-}
-
 /// The largest thread index + 1 that parallel_tasks(tasks, flops, ..., max_team) passes to its body.
 inline int team_size(index_t tasks, double flops, int max_team = std::numeric_limits<int>::max()) {
-  return uses_team(tasks, flops) ? static_cast<int>(std::min<index_t>(std::min(max_threads(), max_team), tasks)) : 1;
+  if (!uses_team(tasks, flops)) return 1;
+  return static_cast<int>(std::min<index_t>(std::min(cpu_max_threads(), max_team), tasks));
 }
 
 /// Runs body(task, thread_index) for task in [0, tasks) on compact's task pool (cpu/task_pool.hpp) with up to

@@ -12,6 +12,7 @@
 #include "compact/spec/entries.hpp"
 #include "compact/spec/srht.hpp"
 #include "compact/spec/state.hpp"
+#include "compact/api/distributions.hpp"
 #include "compact/api/projector_core.hpp"
 #include "compact/api/projector_fwd.hpp"
 #include "compact/api/view.hpp"
@@ -87,7 +88,8 @@ class SrhtCpuProjector : public ProjectorCore {
   const std::vector<Scalar>& signs() const { return signs_; }
   /// The fp32 scale 1/sqrt(r) (rank_scale), converted to Scalar.
   Scalar scale() const { return static_cast<Scalar>(params_.scale); }
-  /// Scratch each thread uses during sketch/unsketch_grad: one buffer of n' Scalars.
+  /// Scratch each thread uses during sketch/unsketch_grad: one buffer of n' Scalars. The transform family's extra
+  /// (reached under `if constexpr (is_transform_v<Dist>)`); every projector answers scratch_bytes(rows).
   std::size_t scratch_bytes_per_thread() const { return static_cast<std::size_t>(padded_) * sizeof(Scalar); }
 
   /// Bytes of the Workspace every sketch and unsketch_grad of a projector of shape (n, r) can take, whatever the
@@ -238,5 +240,9 @@ class Projector<Cpu, Srht, Scalar> : public detail::CpuProjector<detail::SrhtCpu
  public:
   using detail::CpuProjector<detail::SrhtCpuProjector<Scalar>>::CpuProjector;
 };
+
+/// The CPU backend implements Srht.
+template <>
+struct BackendSupports<Cpu, Srht> : std::true_type {};
 
 }  // namespace compact

@@ -9,19 +9,23 @@
 #include "compact/config.hpp"
 
 namespace compact {
-namespace detail {
 
-/// Throws compact::error when `status` is not cudaSuccess: "compact: <what>: <name> (<description>)".
+/// Throws compact::error when `status` is not cudaSuccess: "compact: <what>: <name> (<description>)", e.g.
+/// "compact: cudaEventRecord: cudaErrorInvalidResourceHandle (invalid resource handle)". Public so that an
+/// integration's own CUDA calls (events, streams, copies around compact's) fail the way compact's do.
 inline void check_cuda(cudaError_t status, const char* what) {
   COMPACT_REQUIRE(status == cudaSuccess,
                   what << ": " << cudaGetErrorName(status) << " (" << cudaGetErrorString(status) << ")");
 }
 
-/// Throws compact::error when `status` is not CUBLAS_STATUS_SUCCESS: "compact: <what>: <name> (<description>)".
+/// Throws compact::error when `status` is not CUBLAS_STATUS_SUCCESS: "compact: <what>: <name> (<description>)"
+/// (public for the same reason as check_cuda).
 inline void check_cublas(cublasStatus_t status, const char* what) {
   COMPACT_REQUIRE(status == CUBLAS_STATUS_SUCCESS,
                   what << ": " << cublasGetStatusName(status) << " (" << cublasGetStatusString(status) << ")");
 }
+
+namespace detail {
 
 /// Enqueues the kernel launch that `launch()` performs and checks that it was accepted, without waiting for it.
 ///

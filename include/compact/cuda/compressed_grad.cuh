@@ -33,14 +33,14 @@ void compressed_grad(const Cuda& backend, MatrixView<const Scalar> dy, MatrixVie
                 "compact::compressed_grad(Cuda, ...): Scalar must be float, __half or __nv_bfloat16");
   static_assert(std::is_same_v<Accum, Scalar> || std::is_same_v<Accum, float>,
                 "compact::compressed_grad(Cuda, ...): g must have the type of dy and z, or float");
-  detail::check_compressed_grad_args(dy, z, g);
+  check_compressed_grad_args(dy, z, g);
   if (g.empty()) return;
   if (dy.rows == 0 && beta == 0.0f) {
     // Empty reduction: g = 0. All-zero bits are +0 for every type; no GEMM with k = 0 needed.
-    detail::check_cuda(cudaMemset2DAsync(g.data, static_cast<std::size_t>(g.row_stride) * sizeof(Accum), 0,
-                                         static_cast<std::size_t>(g.cols) * sizeof(Accum),
-                                         static_cast<std::size_t>(g.rows), backend.stream),
-                       "compressed_grad: cudaMemset2DAsync");
+    check_cuda(cudaMemset2DAsync(g.data, static_cast<std::size_t>(g.row_stride) * sizeof(Accum), 0,
+                                 static_cast<std::size_t>(g.cols) * sizeof(Accum), static_cast<std::size_t>(g.rows),
+                                 backend.stream),
+               "compressed_grad: cudaMemset2DAsync");
     return;
   }
   const detail::GemmPlan plan =

@@ -12,6 +12,7 @@
 #include "compact/config.hpp"
 #include "compact/spec/entries.hpp"
 #include "compact/spec/state.hpp"
+#include "compact/api/distributions.hpp"
 #include "compact/api/projector_core.hpp"
 #include "compact/api/projector_fwd.hpp"
 #include "compact/api/view.hpp"
@@ -213,5 +214,11 @@ class Projector<Cuda, Rademacher, Scalar> : public detail::DenseCudaProjector<Ra
  public:
   using detail::DenseCudaProjector<Rademacher, Scalar>::DenseCudaProjector;
 };
+
+/// The CUDA backend implements Gaussian and Rademacher (the dense family).
+template <>
+struct BackendSupports<Cuda, Gaussian> : std::true_type {};
+template <>
+struct BackendSupports<Cuda, Rademacher> : std::true_type {};
 
 }  // namespace compact

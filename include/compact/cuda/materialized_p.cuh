@@ -42,8 +42,8 @@ namespace compact {
 /// different streams (each on its own output). p must stay allocated and unchanged while they are in flight.
 template <class Dist, class Scalar>
 class MaterializedP {
-  static_assert(std::is_same_v<Dist, Gaussian> || std::is_same_v<Dist, Rademacher>,
-                "compact::MaterializedP<Dist, Scalar>: Dist must be Gaussian or Rademacher (an SRHT sketch is an "
+  static_assert(is_dense_v<Dist>,
+                "compact::MaterializedP<Dist, Scalar>: Dist must be a dense distribution (an SRHT sketch is an "
                 "FWHT, cheaper than a GEMM with a stored P)");
 
  public:

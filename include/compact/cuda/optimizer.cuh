@@ -145,7 +145,7 @@ class OptimizerStorage<Cuda, Dist, Scalar> : public OptimizerCore<Dist, float> {
   static std::size_t slot_bytes(std::size_t bytes) { return bytes / 2 / kWorkspaceAlign * kWorkspaceAlign; }
   /// The panel schedule projectors on `backend` run: kOverlap when it lends an overlap (dense projectors only).
   static PanelSchedule schedule_of(const Cuda& backend) {
-    return backend.overlap.enabled() && !std::is_same_v<Dist, Srht> ? PanelSchedule::kOverlap : PanelSchedule::kSerial;
+    return backend.overlap.enabled() && is_dense_v<Dist> ? PanelSchedule::kOverlap : PanelSchedule::kSerial;
   }
   /// Device memory the optimizer allocates for its state: Ĝ and `moments` moments (m x r fp32 each) and the update
   /// N (m x r of Scalar), each part 256-byte aligned. Needs no device.
@@ -307,12 +307,7 @@ class OptimizerStorage<Cuda, Dist, Scalar> : public OptimizerCore<Dist, float> {
 
   /// One projector slot for schedule s: the minimum or the recommended size.
   static std::size_t projector_bytes(index_t n, index_t r, PanelSchedule s, bool recommended) {
-    if constexpr (std::is_same_v<Dist, Srht>) {
-      (void)s;
-      return recommended ? ProjectorType::workspace_bytes(n, r) : ProjectorType::min_workspace_bytes(n, r);
-    } else {
-      return recommended ? ProjectorType::workspace_bytes(n, r, s) : ProjectorType::min_workspace_bytes(n, r, s);
-    }
+    return recommended ? ProjectorType::workspace_bytes(n, r, s) : ProjectorType::min_workspace_bytes(n, r, s);
   }
 
   /// fp32 parts of the state allocation: Ĝ, then the moments, each aligned.

@@ -26,13 +26,13 @@ class CudaOverlap {
  public:
   CudaOverlap() {
     device_ = detail::current_device("CudaOverlap: cudaGetDevice");
-    detail::check_cuda(cudaStreamCreateWithFlags(&handles_.side, cudaStreamNonBlocking),
-                       "CudaOverlap: cudaStreamCreateWithFlags");
+    check_cuda(cudaStreamCreateWithFlags(&handles_.side, cudaStreamNonBlocking),
+               "CudaOverlap: cudaStreamCreateWithFlags");
     const cudaError_t a = cudaEventCreateWithFlags(&handles_.generated, cudaEventDisableTiming);
     const cudaError_t b = a == cudaSuccess ? cudaEventCreateWithFlags(&handles_.consumed, cudaEventDisableTiming) : a;
     if (b != cudaSuccess) {
       release();
-      detail::check_cuda(b, "CudaOverlap: cudaEventCreateWithFlags");
+      check_cuda(b, "CudaOverlap: cudaEventCreateWithFlags");
     }
   }
   ~CudaOverlap() { release(); }

@@ -11,6 +11,7 @@
 #include "compact/config.hpp"
 #include "compact/spec/srht.hpp"
 #include "compact/spec/state.hpp"
+#include "compact/api/distributions.hpp"
 #include "compact/api/projector_core.hpp"
 #include "compact/api/projector_fwd.hpp"
 #include "compact/api/view.hpp"
@@ -18,6 +19,7 @@
 #include "compact/kernels/dense_panel.hpp"
 #include "compact/kernels/fwht_block.hpp"
 #include "compact/kernels/grid.hpp"
+#include "compact/kernels/panel_schedule.hpp"
 #include "compact/kernels/srht_row_kernels.hpp"
 #include "compact/kernels/srht_select.hpp"
 #include "compact/kernels/srht_workspace.hpp"
@@ -52,16 +54,19 @@ class Projector<Cuda, Srht, Scalar> : public detail::CudaProjectorBase {
   /// projectors per call pays it every time, and may keep the projector (with its workspace) across calls instead.
   static constexpr bool kSetupOnDevice = true;
 
-  /// Smallest workspace for (n, r) on any supported GPU. A pure function of (n, r): needs no device.
-  static std::size_t min_workspace_bytes(index_t n, index_t r) {
+  /// Smallest workspace for (n, r) on any supported GPU. A pure function of (n, r): needs no device. The panel
+  /// schedule, taken as every CUDA projector takes it (one query for every distribution), does not apply: an SRHT
+  /// generates no panels.
+  static std::size_t min_workspace_bytes(index_t n, index_t r, PanelSchedule = PanelSchedule::kSerial) {
     detail::check_projector_shape<Srht>("Projector::min_workspace_bytes", n, r);
     const detail::SrhtLayout l = detail::srht_layout(n, r);
     return detail::srht_workspace_bytes(l, detail::srht_min_scratch_rows(l.np));
   }
 
   /// Recommended workspace for (n, r): the minimum, plus 32 MiB of scratch rows when n' > 2^15 (two passes on
-  /// every GPU). A pure function of (n, r): needs no device.
-  static std::size_t workspace_bytes(index_t n, index_t r) {
+  /// every GPU). A pure function of (n, r): needs no device. The panel schedule does not apply (as for
+  /// min_workspace_bytes).
+  static std::size_t workspace_bytes(index_t n, index_t r, PanelSchedule = PanelSchedule::kSerial) {
     detail::check_projector_shape<Srht>("Projector::workspace_bytes", n, r);
     const detail::SrhtLayout l = detail::srht_layout(n, r);
     return detail::srht_workspace_bytes(l, detail::srht_recommended_scratch_rows(l.np));
@@ -157,5 +162,9 @@ class Projector<Cuda, Srht, Scalar> : public detail::CudaProjectorBase {
   detail::SrhtPlan plan_{};
   index_t scratch_rows_ = 0;
 };
+
+/// The CUDA backend implements Srht.
+template <>
+struct BackendSupports<Cuda, Srht> : std::true_type {};
 
 }  // namespace compact

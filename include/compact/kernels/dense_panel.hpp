@@ -195,17 +195,25 @@ COMPACT_HOST_DEVICE inline void rademacher_segment(const EntryParams& p, std::ui
   for (int q = 0; q < kVec; ++q) out[q] = ((bits >> q) & 1u) ? negative : positive;
 }
 
-/// The entries of one segment for distribution Dist (Gaussian or Rademacher).
+/// The segment of each lane generator (spec/entries.hpp), chosen by overload at compile time: a dense distribution with
+/// a lane generator of its own adds its overload here.
+template <int kVec, class Encode, class Bits>
+COMPACT_HOST_DEVICE inline void lanes_segment(const GaussianLanes*, const EntryParams& p, std::uint32_t i, index_t w,
+                                              Encode encode, Bits (&out)[kVec]) {
+  gaussian_segment<kVec>(p, i, w, encode, out);
+}
+template <int kVec, class Encode, class Bits>
+COMPACT_HOST_DEVICE inline void lanes_segment(const RademacherLanes*, const EntryParams& p, std::uint32_t i, index_t w,
+                                              Encode encode, Bits (&out)[kVec]) {
+  rademacher_segment<kVec>(p, i, w, encode, out);
+}
+
+/// The entries of one segment for a dense distribution Dist, through its lane generator.
 template <class Dist, int kVec, class Encode, class Bits>
 COMPACT_HOST_DEVICE inline void dense_segment(const EntryParams& p, std::uint32_t i, index_t w, Encode encode,
                                               Bits (&out)[kVec]) {
-  static_assert(std::is_same_v<Dist, Gaussian> || std::is_same_v<Dist, Rademacher>,
-                "compact::detail::dense_segment: Dist must be Gaussian or Rademacher");
-  if constexpr (std::is_same_v<Dist, Gaussian>) {
-    gaussian_segment<kVec>(p, i, w, encode, out);
-  } else {
-    rademacher_segment<kVec>(p, i, w, encode, out);
-  }
+  static_assert(is_dense_v<Dist>, "compact::detail::dense_segment: Dist must be a dense distribution");
+  lanes_segment<kVec>(static_cast<const dense_lanes_t<Dist>*>(nullptr), p, i, w, encode, out);
 }
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -56,22 +56,6 @@ COMPACT_HOST_DEVICE inline EntryParams entry_params(const SketchState& s, index_
   return EntryParams{philox_key(s), s.window, rank_scale(r)};
 }
 
-/// Gaussian and Rademacher (entry spec v1): no shape rule beyond 1 <= r <= n <= kMaxDim.
-template <>
-struct DistributionTraits<Gaussian> {
-  static constexpr bool kIsDistribution = true;
-  static constexpr const char* kName = "Gaussian";
-  static constexpr std::uint32_t kRecordCode = 1;
-  static void check_shape(const char*, index_t, index_t) {}
-};
-template <>
-struct DistributionTraits<Rademacher> {
-  static constexpr bool kIsDistribution = true;
-  static constexpr const char* kName = "Rademacher";
-  static constexpr std::uint32_t kRecordCode = 2;
-  static void check_shape(const char*, index_t, index_t) {}
-};
-
 /// Gaussian columns per Philox block.
 inline constexpr index_t kGaussianBlockCols = 4;
 /// Rademacher columns per Philox block (128 bits).
@@ -100,16 +84,63 @@ COMPACT_HOST_DEVICE inline float rademacher_entry(const EntryParams& p, index_t 
   return rademacher_value((word >> (j % kRademacherWordCols)) & 1u, p.scale);
 }
 
+/// The lane generator of Gaussian: the kBlockCols = 4 entries of one Philox block, lane k = normal4(x).v[k] * scale.
+struct GaussianLanes {
+  static constexpr index_t kBlockCols = kGaussianBlockCols;
+  Normal4 g;
+  float scale;
+  COMPACT_HOST_DEVICE GaussianLanes(const Words4x32& x, float s) : g(normal4(x)), scale(s) {}
+  COMPACT_HOST_DEVICE float operator[](index_t k) const { return g.v[k] * scale; }
+};
+
+/// The lane generator of Rademacher: the kBlockCols = 128 entries of one Philox block, lane k from bit k % 32 of word
+/// k / 32 (rademacher_value).
+struct RademacherLanes {
+  static constexpr index_t kBlockCols = kRademacherBlockCols;
+  Words4x32 x;
+  float scale;
+  COMPACT_HOST_DEVICE RademacherLanes(const Words4x32& words, float s) : x(words), scale(s) {}
+  COMPACT_HOST_DEVICE float operator[](index_t k) const {
+    return rademacher_value((x.w[k / kRademacherWordCols] >> (k % kRademacherWordCols)) & 1u, scale);
+  }
+};
+
+/// Gaussian and Rademacher (entry spec v1): the dense family, each with its lane generator and entry function; no
+/// shape rule beyond 1 <= r <= n <= kMaxDim. The dense paths (the reference loop below, kernels/dense_panel.hpp,
+/// cpu/generate_panels.inl) dispatch on Lanes at compile time.
+template <>
+struct DistributionTraits<Gaussian> {
+  static constexpr bool kIsDistribution = true;
+  using Family = DenseFamily;
+  using Lanes = GaussianLanes;
+  static constexpr const char* kName = "Gaussian";
+  static constexpr std::uint32_t kRecordCode = 1;
+  static void check_shape(const char*, index_t, index_t) {}
+  COMPACT_HOST_DEVICE static float entry(const EntryParams& p, index_t i, index_t j) { return gaussian_entry(p, i, j); }
+};
+template <>
+struct DistributionTraits<Rademacher> {
+  static constexpr bool kIsDistribution = true;
+  using Family = DenseFamily;
+  using Lanes = RademacherLanes;
+  static constexpr const char* kName = "Rademacher";
+  static constexpr std::uint32_t kRecordCode = 2;
+  static void check_shape(const char*, index_t, index_t) {}
+  COMPACT_HOST_DEVICE static float entry(const EntryParams& p, index_t i, index_t j) {
+    return rademacher_entry(p, i, j);
+  }
+};
+
+/// The lane generator of a dense distribution (DistributionTraits<Dist>::Lanes).
+template <class Dist>
+using dense_lanes_t = typename DistributionTraits<Dist>::Lanes;
+
 /// P[i][j] for a dense distribution tag.
 template <class Dist>
 COMPACT_HOST_DEVICE inline float dense_entry(const EntryParams& p, index_t i, index_t j) {
-  static_assert(std::is_same_v<Dist, Gaussian> || std::is_same_v<Dist, Rademacher>,
-                "compact::dense_entry: Dist must be Gaussian or Rademacher (Srht entries come from srht.hpp)");
-  if constexpr (std::is_same_v<Dist, Gaussian>) {
-    return gaussian_entry(p, i, j);
-  } else {
-    return rademacher_entry(p, i, j);
-  }
+  static_assert(is_dense_v<Dist>,
+                "compact::dense_entry: Dist must be a dense distribution (Srht entries come from srht.hpp)");
+  return DistributionTraits<Dist>::entry(p, i, j);
 }
 
 namespace detail {
@@ -122,7 +153,9 @@ COMPACT_NO_EXEC_CHECK
 template <class Dist, class Out, class Convert>
 COMPACT_HOST_DEVICE inline void fill_dense_panel_scalar(const EntryParams& p, index_t i0, index_t i1, index_t j0,
                                                         index_t j1, Out* out, index_t ld, Convert convert) {
-  constexpr index_t kCols = std::is_same_v<Dist, Gaussian> ? kGaussianBlockCols : kRademacherBlockCols;
+  static_assert(is_dense_v<Dist>, "compact::detail::fill_dense_panel_scalar: Dist must be a dense distribution");
+  using Lanes = dense_lanes_t<Dist>;
+  constexpr index_t kCols = Lanes::kBlockCols;
   for (index_t i = i0; i < i1; ++i) {
     Out* row = out + (i - i0) * ld;
     for (index_t b = j0 / kCols; b * kCols < j1; ++b) {
@@ -130,16 +163,8 @@ COMPACT_HOST_DEVICE inline void fill_dense_panel_scalar(const EntryParams& p, in
           philox4x32_10(philox_counter(static_cast<std::uint32_t>(b), static_cast<std::uint32_t>(i), p.window), p.key);
       const index_t jb0 = b * kCols > j0 ? b * kCols : j0;
       const index_t jb1 = (b + 1) * kCols < j1 ? (b + 1) * kCols : j1;
-      if constexpr (std::is_same_v<Dist, Gaussian>) {
-        const Normal4 g = normal4(x);
-        for (index_t j = jb0; j < jb1; ++j) row[j - j0] = convert(g.v[j - b * kCols] * p.scale);
-      } else {
-        for (index_t j = jb0; j < jb1; ++j) {
-          const index_t k = j - b * kCols;
-          const std::uint32_t bit = (x.w[k / kRademacherWordCols] >> (k % kRademacherWordCols)) & 1u;
-          row[j - j0] = convert(rademacher_value(bit, p.scale));
-        }
-      }
+      const Lanes lanes(x, p.scale);
+      for (index_t j = jb0; j < jb1; ++j) row[j - j0] = convert(lanes[j - b * kCols]);
     }
   }
 }

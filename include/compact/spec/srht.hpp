@@ -43,10 +43,11 @@ inline constexpr int kSrhtMaxPaddedLog2 = 20;
 /// Longest padded row n' = next_pow2(n) of an SRHT: 2^kSrhtMaxPaddedLog2.
 inline constexpr index_t kSrhtMaxPaddedDim = index_t{1} << kSrhtMaxPaddedLog2;
 
-/// Srht (entry spec v1): n' = next_pow2(n) must not exceed kSrhtMaxPaddedDim.
+/// Srht (entry spec v1): the transform family; n' = next_pow2(n) must not exceed kSrhtMaxPaddedDim.
 template <>
 struct DistributionTraits<Srht> {
   static constexpr bool kIsDistribution = true;
+  using Family = TransformFamily;
   static constexpr const char* kName = "Srht";
   static constexpr std::uint32_t kRecordCode = 3;
   static void check_shape(const char* fn, index_t n, index_t) {

@@ -23,7 +23,8 @@ The count is exact for torch tensors; memory that a library mallocs itself is no
 bounded scratch of its CPU backend (``compact_torch._ext.cpu_scratch_bytes``), reported next to the peak.
 ``profiler_peak`` measures the same step's peak with ``torch.profiler`` (``profile_memory=True``) for comparison.
 ``CpuMemoryTracker(meta=True)`` also logs meta-device storages as the bytes they would hold, with placeholder
-addresses: compact_torch.plan runs a step on the meta device under it.
+addresses: compact_torch.plan runs a step on the meta device under it. ``tracked_step`` is the one measured step
+(forward, backward, optimizer step, with the phase of the peak) of the measuring scripts and the planner.
 """
 import array
 
@@ -152,13 +153,30 @@ class CpuMemoryTracker:
             self._saved.append(int(self._mt.seq()))
         return t
 
-    def stop(self, tensors_by_category):
-        """Stops recording and returns the peak and its breakdown (see ``analyze``)."""
+    @property
+    def recording(self):
+        """Whether the tracker is between ``start()`` and ``stop()``/``cancel()``."""
+        return self._hooks is not None
+
+    def _end(self):
         log, tracker_peak = self._mt.stop()
         self._hooks.__exit__(None, None, None)
+        self._hooks = None
         from . import saved
 
         saved.OBSERVERS.remove(self._pack)
+        return log, tracker_peak
+
+    def cancel(self):
+        """Stops recording without a report (after a step that failed); nothing when not recording."""
+        if self.recording:
+            self._end()
+
+    def stop(self, tensors_by_category):
+        """Stops recording and returns the peak and its breakdown (see ``analyze``)."""
+        if not self.recording:
+            raise RuntimeError("compact_torch.memory: CpuMemoryTracker.stop() without start()")
+        log, tracker_peak = self._end()
         records = torch.frombuffer(bytearray(log), dtype=torch.int64).reshape(-1, 4) if log else \
             torch.zeros(0, 4, dtype=torch.int64)
         saved = torch.frombuffer(self._saved, dtype=torch.int64).reshape(-1, 2) if len(self._saved) else \
@@ -176,6 +194,75 @@ class CpuMemoryTracker:
 
 def _unpack(t):
     return t
+
+
+PHASES = ("forward", "backward", "optimizer")
+
+
+def peak_phase(seq, marks):
+    """The phase of a step that holds the allocator's sequence number ``seq`` (a report's "peak_seq"): "forward",
+    "backward" or "optimizer", given ``marks`` {phase: the sequence number at its end} as ``tracked_step`` notes
+    them."""
+    missing = [p for p in PHASES[:2] if p not in marks]
+    if missing:
+        raise ValueError(f"compact_torch.memory.peak_phase: argument marks = {marks!r} lacks {', '.join(missing)}")
+    return "forward" if seq <= marks["forward"] else "backward" if seq <= marks["backward"] else "optimizer"
+
+
+def tracked_step(tracker, loss_fn, model, optimizer, around=None):
+    """One training step recorded by ``tracker`` (a CpuMemoryTracker): ``loss = loss_fn()`` (the forward pass),
+    ``loss.backward()``, ``optimizer.step()``, with the tracker's sequence number noted at the end of each phase.
+    The measured step of the memory scripts (peer_memory.py, finetune_memory.py) and of
+    ``compact_torch.plan(device="cpu")``. ``around``, when given, runs the step: it is called with the step as a
+    function of no arguments (``profiler_peak`` measures the same step with torch.profiler that way).
+
+    Returns ``(report, marks)``: the tracker's report of the step (``CpuMemoryTracker.stop``, with the weights,
+    gradients and optimizer state of ``model`` and ``optimizer`` found by pointer) plus "phase", the phase that holds
+    the peak (``peak_phase``), and "around", what ``around`` returned (None without it); ``marks``: {"forward",
+    "backward", "optimizer": the sequence number at its end}. The loss lives until the tracker stops (it is a tensor
+    of the step). Gradients are not zeroed. Bad arguments raise before anything runs; a step that raises leaves the
+    tracker stopped (``cancel``) and the error propagates.
+    """
+    fn = "compact_torch.memory.tracked_step"
+    if not isinstance(tracker, CpuMemoryTracker):
+        raise TypeError(f"{fn}: argument tracker must be a CpuMemoryTracker, got {type(tracker).__name__}")
+    if tracker.recording:
+        raise RuntimeError(f"{fn}: argument tracker is already recording (start() was called without stop())")
+    if not callable(loss_fn):
+        raise TypeError(f"{fn}: argument loss_fn must be callable, got {type(loss_fn).__name__}")
+    if around is not None and not callable(around):
+        raise TypeError(f"{fn}: argument around must be callable or None, got {type(around).__name__}")
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"{fn}: argument model must be a torch.nn.Module, got {type(model).__name__}")
+    if not hasattr(optimizer, "step") or not hasattr(optimizer, "state"):
+        raise TypeError(f"{fn}: argument optimizer must be an optimizer (step() and state), got "
+                        f"{type(optimizer).__name__}")
+    marks, kept = {}, []
+
+    def step():
+        loss = loss_fn()
+        if not torch.is_tensor(loss) or loss.numel() != 1:
+            shape = tuple(loss.shape) if torch.is_tensor(loss) else type(loss).__name__
+            raise ValueError(f"{fn}: argument loss_fn must return a one-element loss tensor, got {shape}")
+        kept.append(loss)
+        marks["forward"] = tracker.seq()
+        loss.backward()
+        marks["backward"] = tracker.seq()
+        optimizer.step()
+        marks["optimizer"] = tracker.seq()
+
+    tracker.start()
+    try:
+        result = around(step) if around is not None else step()
+        if len(marks) != len(PHASES):
+            raise RuntimeError(f"{fn}: argument around returned without running the step")
+    except BaseException:
+        tracker.cancel()
+        raise
+    report = tracker.stop(model_tensors(model, optimizer))
+    report["phase"] = peak_phase(report["peak_seq"], marks)
+    report["around"] = result
+    return report, marks
 
 
 def analyze(records, start_seq, tensors_by_category, saved=None, at_seq=None):

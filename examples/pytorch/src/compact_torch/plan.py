@@ -547,7 +547,6 @@ def plan(model, batch, seq, dtype="fp32", method="full", rank=None, lr=1e-3, dev
     with ctx():
         step(1)  # the optimizer state exists from the first step on
     data = make_batch(config, batch, seq, device)
-    marks = {}
     # No garbage collection inside the step: freeing an earlier object's tensors there would move the peak of the
     # live bytes (which include them) away from the step's own peak.
     gc.collect()
@@ -556,21 +555,13 @@ def plan(model, batch, seq, dtype="fp32", method="full", rank=None, lr=1e-3, dev
     live_at_start = tracker.live_bytes()
     try:
         with ctx():
-            tracker.start()
-            loss = net(**data).loss
-            marks["forward"] = tracker.seq()
-            loss.backward()
-            marks["backward"] = tracker.seq()
-            opt.step()
-            marks["optimizer"] = tracker.seq()
-            raw = tracker.stop(memory.model_tensors(net, opt))
+            raw, marks = memory.tracked_step(tracker, lambda: net(**data).loss, net, opt)
         hwm = _rss_peak() if rss is not None else None
-        del loss
     finally:
         gc.enable()
     records = op_level(tracker.records, oplog.intervals)
     report = memory.analyze(records, tracker.start_seq, memory.model_tensors(net, opt), tracker.saved_records)
-    phase = _phase(report["peak_seq"], marks)
+    phase = memory.peak_phase(report["peak_seq"], marks)
     phase_peaks = _phase_peaks(records, tracker.start_seq, memory.model_tensors(net, opt), tracker.saved_records,
                                marks)
     out = {k: report[k] for k in REPORTED}
@@ -656,10 +647,6 @@ def _phase_peaks(records, start, cats, saved, marks):
     return out
 
 
-def _phase(seq, marks):
-    return "forward" if seq <= marks["forward"] else "backward" if seq <= marks["backward"] else "optimizer"
-
-
 # -- modelled optimizer variants ------------------------------------------------------------------------------------
 
 def q8_bytes(numel):
@@ -693,7 +680,7 @@ def modelled(records, start, saved, report, model, opt, marks, mods):
     if "layerwise" not in mods:  # the curve drops uniformly: same peak moment
         out = {k: report[k] for k in REPORTED}
         out["optimizer"] -= opt_delta
-        return dict(out, total=report["total"] - opt_delta, phase=_phase(report["peak_seq"], marks))
+        return dict(out, total=report["total"] - opt_delta, phase=memory.peak_phase(report["peak_seq"], marks))
     ptr, nbytes, alloc, free = (records[:, k].tolist() for k in range(4))
     grad_ptrs = {memory.storage_of(t).data_ptr() for t in cats["gradients"]}
     events = []  # (seq, delta, is a gradient's allocation), in order
@@ -723,7 +710,7 @@ def modelled(records, start, saved, report, model, opt, marks, mods):
     out["optimizer"] -= opt_delta
     out["gradients"] = best[2]
     out["temporaries"] += opt_temps if best[2] else 0
-    return dict(out, total=sum(out[k] for k in REPORTED), phase=_phase(best[1], marks))
+    return dict(out, total=sum(out[k] for k in REPORTED), phase=memory.peak_phase(best[1], marks))
 
 
 # -- the command line -----------------------------------------------------------------------------------------------
