@@ -7,11 +7,23 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <string>
 #include <vector>
 
 #include <compact/compact.hpp>
 
 namespace compact_test {
+
+/// The message of the compact::error that f throws, or "" when it throws none.
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const compact::error& e) {
+    return e.what();
+  }
+  return "";
+}
 
 /// One stream and one cuBLAS handle for the whole test run. The stream is a blocking one, so it is ordered after
 /// the work Thrust's device_vector constructors put on the legacy default stream. The handle forbids

@@ -8,18 +8,7 @@
 
 #include <string>
 
-namespace {
-
-std::string error_of(void (*f)()) {
-  try {
-    f();
-  } catch (const compact::error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-}  // namespace
+using compact_test::error_of;
 
 TEST_SUITE("host") {
   TEST_CASE("check_cuda passes cudaSuccess and names the call, the error and its description otherwise") {

@@ -71,16 +71,7 @@ std::vector<float> to_float(const std::vector<__nv_bfloat16>& v) {
 /// order (Higham, Accuracy and Stability of Numerical Algorithms, §3.1), which is what cuBLAS and Eigen may pick.
 double gamma32(double k) { return k * 0x1p-24 / (1 - k * 0x1p-24); }
 
-/// The message of the compact::error that f throws, or "" when it throws none.
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const compact::error& e) {
-    return e.what();
-  }
-  return "";
-}
+using compact_test::error_of;
 
 /// A type argument for a generic lambda: the optimizer and its distribution.
 template <class Opt, class Dist>
