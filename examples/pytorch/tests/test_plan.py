@@ -186,10 +186,19 @@ def test_the_command_line_measures_on_the_cpu_for_the_cross_check(tmp_path):
     (["--method", "compact-all-lw+layerwise"], "'compact-all-lw' already has layerwise"),
     (["--method", "compact-all-8bit-ckpt+8bit"], "'compact-all-8bit-ckpt' already has 8bit"),
 ])
-def test_the_command_line_refuses_bad_arguments(args, message):
-    out = subprocess.run([sys.executable, "-m", "compact_torch.plan", *args], capture_output=True, text=True,
+def test_the_command_line_refuses_bad_arguments(args, message, capsys):
+    # In this process (main() fails before building a model or installing the tracker's hooks); the exit status of
+    # `python -m` is the next test's.
+    assert P.main(args) == 2
+    out = capsys.readouterr()
+    assert message in out.err and out.out == "", out.err[-2000:]
+
+
+@needs_plan
+def test_the_command_line_exits_2_on_bad_arguments():
+    out = subprocess.run([sys.executable, "-m", "compact_torch.plan", "--batch", "0"], capture_output=True, text=True,
                          env=env(), timeout=300)
-    assert out.returncode == 2 and message in out.stderr, out.stderr[-2000:]
+    assert out.returncode == 2 and "batch = 0 must be a positive integer" in out.stderr, out.stderr[-2000:]
     assert out.stdout == ""
 
 
