@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <random>
 #include <string>
 #include <tuple>
@@ -62,6 +63,21 @@ void with_threads(int threads, F&& f) {
   (void)threads;
   f();
 #endif
+}
+
+/// The number of set bits of v.
+inline int popcount(std::uint64_t v) {
+  int c = 0;
+  for (; v != 0; v &= v - 1) ++c;
+  return c;
+}
+
+/// gamma_k = k u / (1 - k u) (Higham, Lemma 3.1) for the unit roundoff u of Scalar, computed in Real: the bound on the
+/// relative forward error of a length-k dot product in Scalar arithmetic (Higham, Thm 3.5: gamma_k |a|.|b|).
+template <class Scalar, class Real = double>
+Real gamma(compact::index_t k) {
+  const Real u = Real(std::numeric_limits<Scalar>::epsilon()) / 2;
+  return Real(k) * u / (1 - Real(k) * u);
 }
 
 /// The message of the compact::error that f throws, or "" when it throws none.

@@ -19,16 +19,10 @@
 
 using compact::index_t;
 using compact::RowMatrix;
+using compact_test::gamma;
 using compact_test::random_matrix;
 
 namespace {
-
-/// Worst-case forward error of a length-k dot product in Scalar arithmetic (Higham, Thm 3.5): gamma_k |a|.|b|.
-template <class Scalar>
-double gamma(index_t k) {
-  const double u = std::numeric_limits<Scalar>::epsilon() / 2;
-  return double(k) * u / (1.0 - double(k) * u);
-}
 
 /// max over entries of |got - want| / bound, where want and bound are computed in double; <= 1 means within the
 /// rigorous rounding-error bound of a length-k product.

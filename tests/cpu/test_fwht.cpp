@@ -12,10 +12,13 @@
 #include <random>
 #include <vector>
 
+#include "support.hpp"
+
 namespace {
 
 using compact::CpuIsa;
 using compact::index_t;
+using compact_test::popcount;
 
 /// The textbook in-place FWHT: stages h = 1, 2, 4, ... in order, the butterfly order compact::fwht promises.
 template <class T>
@@ -29,12 +32,6 @@ void textbook_fwht(T* x, index_t n) {
       }
     }
   }
-}
-
-int popcount(std::uint64_t v) {
-  int c = 0;
-  for (; v != 0; v &= v - 1) ++c;
-  return c;
 }
 
 template <class T>

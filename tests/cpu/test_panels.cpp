@@ -22,17 +22,14 @@
 #include <type_traits>
 #include <vector>
 
-#if defined(_OPENMP)
-#include <omp.h>
-#endif
-
 namespace {
 
 using compact::index_t;
 using compact::RowMatrix;
 using compact_test::random_matrix;
+using compact_test::with_threads;
 
-const compact::SketchState kState{11, 22, 33};
+const compact::SketchState kPanelsState{11, 22, 33};
 
 template <class Scalar>
 bool same_bits(const RowMatrix<Scalar>& a, const RowMatrix<Scalar>& b) {
@@ -61,18 +58,6 @@ double bound_ratio(const RowMatrix<Scalar>& got, const RowMatrix<Scalar>& a, con
   return worst;
 }
 
-#if defined(_OPENMP)
-/// Runs f with the OpenMP team set to `threads`. (Without OpenMP the thread-count checks are left out: comparing two
-/// identical serial runs would prove nothing.)
-template <class F>
-void with_threads(int threads, F&& f) {
-  const int saved = omp_get_max_threads();
-  omp_set_num_threads(threads);
-  f();
-  omp_set_num_threads(saved);
-}
-#endif
-
 struct PanelCase {
   index_t n, r, budget;
   index_t width, height;  // expected panel_width() and panel_height()
@@ -95,7 +80,7 @@ void check_panel_case(const PanelCase& c) {
   CAPTURE(c.r);
   CAPTURE(c.budget);
   using P = compact::Projector<compact::Cpu, Dist, Scalar>;
-  const P small(c.n, c.r, kState, c.budget), whole(c.n, c.r, kState);
+  const P small(c.n, c.r, kPanelsState, c.budget), whole(c.n, c.r, kPanelsState);
   REQUIRE(small.panel_entries() == c.budget);
   CHECK(small.panel_width() == c.width);
   CHECK(small.panel_height() == c.height);
@@ -157,7 +142,7 @@ TEST_CASE_TEMPLATE("the multi-panel path gives P and its products for every pane
 
 TEST_CASE("a panel budget below 1 is refused") {
   using P = compact::Projector<compact::Cpu, compact::Gaussian, float>;
-  CHECK(compact_test::error_of([] { P(8, 4, kState, 0); }).find("argument panel_entries = 0 must be >= 1") !=
+  CHECK(compact_test::error_of([] { P(8, 4, kPanelsState, 0); }).find("argument panel_entries = 0 must be >= 1") !=
         std::string::npos);
 }
 
@@ -193,7 +178,7 @@ namespace {
 /// A block of P from materialize(p, row0, col0) against the same block of the whole P: bit for bit.
 template <class Dist, class Scalar>
 void check_blocks(index_t n, index_t r) {
-  const compact::Projector<compact::Cpu, Dist, Scalar> proj(n, r, kState);
+  const compact::Projector<compact::Cpu, Dist, Scalar> proj(n, r, kPanelsState);
   const RowMatrix<Scalar> whole = proj.materialize();
   // Unaligned offsets and ragged sizes (the generators' blocks are 4 and 128 columns wide), the whole P, one entry.
   const index_t blocks[][4] = {
@@ -221,7 +206,7 @@ TEST_CASE_TEMPLATE("materialize(p, row0, col0) gives the block of P bit for bit,
 
 TEST_CASE_TEMPLATE("materialize(p, row0, col0) refuses a block outside P before writing", Dist, compact::Gaussian,
                    compact::Rademacher, compact::Srht) {
-  const compact::Projector<compact::Cpu, Dist, float> proj(64, 16, kState);
+  const compact::Projector<compact::Cpu, Dist, float> proj(64, 16, kPanelsState);
   std::vector<float> out(64 * 16, -7.0f);
   const auto block = [&](index_t rows, index_t cols) { return compact::MatrixView<float>(out.data(), rows, cols, 16); };
   CHECK_THROWS_WITH_AS(proj.materialize(block(2, 2), 63, 0),

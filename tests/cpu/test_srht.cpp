@@ -24,6 +24,8 @@ using compact::index_t;
 using compact::RowMatrix;
 using compact::SketchState;
 using compact::Srht;
+using compact_test::gamma;
+using compact_test::popcount;
 using compact_test::random_matrix;
 
 namespace {
@@ -35,19 +37,6 @@ using LongMatrix = Eigen::Matrix<long double, Eigen::Dynamic, Eigen::Dynamic, Ei
 template <class Scalar>
 LongMatrix widen(const RowMatrix<Scalar>& m) {
   return m.template cast<long double>();
-}
-
-/// gamma_k = k u / (1 - k u) (Higham, Lemma 3.1) for the unit roundoff u of Scalar.
-template <class Scalar>
-long double gamma(index_t k) {
-  const long double u = std::numeric_limits<Scalar>::epsilon() / 2;
-  return k * u / (1 - k * u);
-}
-
-int popcount(std::uint64_t v) {
-  int c = 0;
-  for (; v != 0; v &= v - 1) ++c;
-  return c;
 }
 
 /// The entry from the written specification, re-derived here from Philox alone (not through compact/spec/srht.hpp).
@@ -86,7 +75,7 @@ struct SpecReference {
   }
 };
 
-const SketchState kState{0xDEADBEEFCAFEF00Dull, 0x100000003ull, 0x700000001ull};
+const SketchState kSrhtState{0xDEADBEEFCAFEF00Dull, 0x100000003ull, 0x700000001ull};
 
 /// (n, r) shapes: powers of two, non-powers of two (LLM hidden sizes among them), n = r, tiny.
 const std::pair<index_t, index_t> kShapes[] = {{1, 1},       {2, 1},      {3, 2},      {5, 5},
@@ -121,7 +110,7 @@ TEST_CASE("parity64 is popcount mod 2") {
 }
 
 TEST_CASE("signs and scores are the Philox blocks of rows 0xFFFFFFFF and 0xFFFFFFFE the specification names") {
-  for (const SketchState& s : {SketchState{0, 0, 0}, kState, SketchState{~0ull, ~0ull, ~0ull}}) {
+  for (const SketchState& s : {SketchState{0, 0, 0}, kSrhtState, SketchState{~0ull, ~0ull, ~0ull}}) {
     const SpecReference ref(s);
     const compact::Key2x32 key = compact::philox_key(s);
     for (index_t k : {index_t{0}, index_t{1}, index_t{2}, index_t{31}, index_t{32}, index_t{127}, index_t{128},
@@ -137,7 +126,7 @@ TEST_CASE("srht_sample is r distinct ascending indices below n', the r smallest 
   for (const auto& shape : kShapes) {
     const auto n = shape.first;
     const auto r = shape.second;
-    const std::vector<index_t> s = compact::srht_sample(kState, n, r);
+    const std::vector<index_t> s = compact::srht_sample(kSrhtState, n, r);
     const index_t np = compact::next_pow2(n);
     CAPTURE(n);
     CAPTURE(r);
@@ -146,10 +135,10 @@ TEST_CASE("srht_sample is r distinct ascending indices below n', the r smallest 
     CHECK(std::adjacent_find(s.begin(), s.end()) == s.end());
     CHECK(s.front() >= 0);
     CHECK(s.back() < np);
-    CHECK(s == SpecReference(kState).sample(n, r));
+    CHECK(s == SpecReference(kSrhtState).sample(n, r));
   }
   // n = r = n': every column is kept.
-  const std::vector<index_t> all = compact::srht_sample(kState, 256, 256);
+  const std::vector<index_t> all = compact::srht_sample(kSrhtState, 256, 256);
   for (index_t k = 0; k < 256; ++k) CHECK(all[static_cast<std::size_t>(k)] == k);
 }
 
@@ -178,12 +167,12 @@ TEST_CASE_TEMPLATE("materialize matches d_i (-1)^popcount(i & S_j) / sqrt(r) ent
     const auto n = shape.first;
     const auto r = shape.second;
     if (n > 4096) continue;
-    const SrhtCpu<Scalar> proj(n, r, kState);
+    const SrhtCpu<Scalar> proj(n, r, kSrhtState);
     const RowMatrix<Scalar> p = proj.materialize();
-    const SpecReference ref(kState);
+    const SpecReference ref(kSrhtState);
     const std::vector<index_t> s = ref.sample(n, r);
     const float scale = 1.0f / std::sqrt(static_cast<float>(r));  // correctly rounded sqrt and division
-    const compact::EntryParams params = compact::entry_params(kState, r);
+    const compact::EntryParams params = compact::entry_params(kSrhtState, r);
     index_t wrong = 0, wrong_core = 0;
     for (index_t i = 0; i < n; ++i) {
       for (index_t j = 0; j < r; ++j) {
@@ -203,15 +192,15 @@ TEST_CASE_TEMPLATE("materialize matches d_i (-1)^popcount(i & S_j) / sqrt(r) ent
 }
 
 TEST_CASE_TEMPLATE("the accessors expose n', S, d and the scale of the specification", Scalar, float, double) {
-  const SrhtCpu<Scalar> proj(3000, 750, kState);
+  const SrhtCpu<Scalar> proj(3000, 750, kSrhtState);
   CHECK(proj.in_dim() == 3000);
   CHECK(proj.rank() == 750);
-  CHECK(proj.state() == kState);
+  CHECK(proj.state() == kSrhtState);
   CHECK(proj.padded_dim() == 4096);
-  CHECK(proj.sample() == compact::srht_sample(kState, 3000, 750));
+  CHECK(proj.sample() == compact::srht_sample(kSrhtState, 3000, 750));
   CHECK(proj.scale() == static_cast<Scalar>(compact::rank_scale(750)));
   CHECK(proj.scratch_bytes_per_thread() == 4096 * sizeof(Scalar));
-  const SpecReference ref(kState);
+  const SpecReference ref(kSrhtState);
   REQUIRE(proj.signs().size() == 3000);
   for (index_t k = 0; k < 3000; ++k) CHECK(proj.signs()[static_cast<std::size_t>(k)] == (ref.sign_bit(k) ? -1 : 1));
 }
@@ -220,7 +209,7 @@ TEST_CASE_TEMPLATE("sketch equals x times materialize() within the FWHT rounding
   for (const auto& shape : kShapes) {
     const auto n = shape.first;
     const auto r = shape.second;
-    const SrhtCpu<Scalar> proj(n, r, kState);
+    const SrhtCpu<Scalar> proj(n, r, kSrhtState);
     const index_t rows = 5;
     const RowMatrix<Scalar> x = random_matrix<Scalar>(rows, n, static_cast<std::uint32_t>(n + r));
     const RowMatrix<Scalar> z = proj.sketch(x);
@@ -228,7 +217,7 @@ TEST_CASE_TEMPLATE("sketch equals x times materialize() within the FWHT rounding
     const LongMatrix want = widen(x) * p;
     const LongMatrix abs_bound = widen(x).cwiseAbs() * p.cwiseAbs();
     // z_j = fl(scale * fl(H pad(x . d))[S_j]): a depth-L addition tree, then one product: gamma_{L+1} sum |x_i P_ij|.
-    const long double g = gamma<Scalar>(compact::log2_pow2(proj.padded_dim()) + 1);
+    const long double g = gamma<Scalar, long double>(compact::log2_pow2(proj.padded_dim()) + 1);
     long double worst = 0;
     for (index_t b = 0; b < rows; ++b)
       for (index_t j = 0; j < r; ++j)
@@ -245,12 +234,12 @@ TEST_CASE_TEMPLATE("unsketch_grad equals alpha g materialize()^T + beta out with
   for (const auto& shape : kShapes) {
     const auto n = shape.first;
     const auto r = shape.second;
-    const SrhtCpu<Scalar> proj(n, r, kState);
+    const SrhtCpu<Scalar> proj(n, r, kSrhtState);
     const index_t m = 6;
     const RowMatrix<Scalar> g = random_matrix<Scalar>(m, r, static_cast<std::uint32_t>(3 * n + r));
     const RowMatrix<Scalar> out0 = random_matrix<Scalar>(m, n, static_cast<std::uint32_t>(5 * n + r));
     const LongMatrix p = widen(proj.materialize());
-    const long double gam = gamma<Scalar>(compact::log2_pow2(proj.padded_dim()) + 3);
+    const long double gam = gamma<Scalar, long double>(compact::log2_pow2(proj.padded_dim()) + 3);
     const LongMatrix gpt = widen(g) * p.transpose();
     const LongMatrix abs_gpt = widen(g).cwiseAbs() * p.cwiseAbs().transpose();
     for (const auto& coefficients :
@@ -286,7 +275,7 @@ TEST_CASE_TEMPLATE("P^T P = (n'/r) I when n = n': (P/scale)^T (P/scale) = n' I e
   for (const auto& shape : {std::pair<index_t, index_t>{1024, 1024}, {1024, 256}, {4096, 1000}, {64, 3}}) {
     const auto n = shape.first;
     const auto r = shape.second;
-    const SrhtCpu<Scalar> proj(n, r, kState);
+    const SrhtCpu<Scalar> proj(n, r, kSrhtState);
     const double scale = double(compact::rank_scale(r));
     // P = scale Q with Q = +-1 (dividing by scale is exact), and Q^T Q is a matrix of integers <= n, exact in double.
     const Eigen::MatrixXd q = proj.materialize().template cast<double>() / scale;
@@ -314,7 +303,7 @@ TEST_CASE_TEMPLATE("sketch and unsketch_grad are adjoint: <x P, g> = <x, g P^T>"
   for (const auto& shape : {std::pair<index_t, index_t>{1000, 125}, {4096, 1024}, {11008, 1376}}) {
     const auto n = shape.first;
     const auto r = shape.second;
-    const SrhtCpu<Scalar> proj(n, r, kState);
+    const SrhtCpu<Scalar> proj(n, r, kSrhtState);
     const RowMatrix<Scalar> x = random_matrix<Scalar>(3, n, 21);
     const RowMatrix<Scalar> g = random_matrix<Scalar>(3, r, 22);
     const RowMatrix<Scalar> z = proj.sketch(x);
@@ -325,7 +314,7 @@ TEST_CASE_TEMPLATE("sketch and unsketch_grad are adjoint: <x P, g> = <x, g P^T>"
     const LongMatrix p = widen(proj.materialize());
     const long double mass = (widen(x).cwiseAbs() * p.cwiseAbs()).cwiseProduct(widen(g).cwiseAbs()).sum();
     CAPTURE(n);
-    CHECK(std::fabs(lhs - rhs) <= 2 * gamma<Scalar>(compact::log2_pow2(proj.padded_dim()) + 3) * mass);
+    CHECK(std::fabs(lhs - rhs) <= 2 * gamma<Scalar, long double>(compact::log2_pow2(proj.padded_dim()) + 3) * mass);
   }
 }
 
@@ -360,14 +349,14 @@ TEST_CASE("E[P P^T] = I: the diagonal is 1 for every state and the off-diagonal 
 }
 
 TEST_CASE_TEMPLATE("float and double projectors hold the same P", Scalar, float, double) {
-  const RowMatrix<float> p32 = SrhtCpu<float>(3000, 300, kState).materialize();
-  const RowMatrix<double> p64 = SrhtCpu<double>(3000, 300, kState).materialize();
+  const RowMatrix<float> p32 = SrhtCpu<float>(3000, 300, kSrhtState).materialize();
+  const RowMatrix<double> p64 = SrhtCpu<double>(3000, 300, kSrhtState).materialize();
   CHECK((p64 - p32.cast<double>()).cwiseAbs().maxCoeff() == 0.0);
 }
 
 TEST_CASE("sketch is row by row: a batch, single rows, strided views and every thread count give the same bits") {
   const index_t n = 3000, r = 500, rows = 67;
-  const SrhtCpu<float> proj(n, r, kState);
+  const SrhtCpu<float> proj(n, r, kSrhtState);
   const RowMatrix<float> x = random_matrix<float>(rows, n, 77);
   const RowMatrix<float> z = proj.sketch(x);
   for (index_t b : {index_t{0}, index_t{13}, rows - 1}) {
@@ -405,7 +394,7 @@ TEST_CASE("sketch is row by row: a batch, single rows, strided views and every t
 TEST_CASE("workspace_bytes(n, r) is a pure function of (n, r) and serves every call whatever the thread count") {
   const std::size_t bytes = SrhtCpu<float>::workspace_bytes(3000, 750);
   CHECK(bytes == std::size_t{SrhtCpu<float>::kMaxTeam} * 4096 * sizeof(float));  // kMaxTeam buffers of n' = 4096
-  const SrhtCpu<float> proj(3000, 750, kState);
+  const SrhtCpu<float> proj(3000, 750, kSrhtState);
   const index_t rows = 1000;  // 125 tasks: every thread of the team gets some
   const RowMatrix<float> x = random_matrix<float>(rows, 3000, 79);
   const RowMatrix<float> z = proj.sketch(x);
@@ -431,32 +420,32 @@ TEST_CASE("workspace_bytes(n, r) is a pure function of (n, r) and serves every c
 }
 
 TEST_CASE("n = 1 gives P = [d_0] and empty batches are accepted") {
-  const SrhtCpu<float> proj(1, 1, kState);
+  const SrhtCpu<float> proj(1, 1, kSrhtState);
   CHECK(proj.padded_dim() == 1);
-  const float d0 = SpecReference(kState).sign_bit(0) ? -1.0f : 1.0f;
+  const float d0 = SpecReference(kSrhtState).sign_bit(0) ? -1.0f : 1.0f;
   CHECK(proj.materialize()(0, 0) == d0);
   RowMatrix<float> x(2, 1);
   x << 3.0f, -0.5f;
   const RowMatrix<float> z = proj.sketch(x);
   CHECK(z(0, 0) == 3.0f * d0);
   CHECK(z(1, 0) == -0.5f * d0);
-  const SrhtCpu<float> wide(4096, 1024, kState);
+  const SrhtCpu<float> wide(4096, 1024, kSrhtState);
   CHECK(wide.sketch(RowMatrix<float>(0, 4096)).rows() == 0);
   CHECK(wide.unsketch_grad(RowMatrix<float>(0, 1024)).rows() == 0);
 }
 
 TEST_CASE("bad input is refused with compact::error before any output is written") {
-  CHECK_THROWS_WITH_AS(SrhtCpu<float>(100, 101, kState), doctest::Contains("r = 101"), compact::error);
-  CHECK_THROWS_AS(SrhtCpu<float>(100, 0, kState), compact::error);
-  CHECK_THROWS_AS(SrhtCpu<float>(0, 1, kState), compact::error);
-  CHECK_THROWS_AS(SrhtCpu<float>(-5, 1, kState), compact::error);
-  CHECK_THROWS_WITH_AS(SrhtCpu<double>(compact::kFwhtMaxLength + 1, 8, kState), doctest::Contains("n' ="),
+  CHECK_THROWS_WITH_AS(SrhtCpu<float>(100, 101, kSrhtState), doctest::Contains("r = 101"), compact::error);
+  CHECK_THROWS_AS(SrhtCpu<float>(100, 0, kSrhtState), compact::error);
+  CHECK_THROWS_AS(SrhtCpu<float>(0, 1, kSrhtState), compact::error);
+  CHECK_THROWS_AS(SrhtCpu<float>(-5, 1, kSrhtState), compact::error);
+  CHECK_THROWS_WITH_AS(SrhtCpu<double>(compact::kFwhtMaxLength + 1, 8, kSrhtState), doctest::Contains("n' ="),
                        compact::error);
-  CHECK_NOTHROW(SrhtCpu<float>(compact::kFwhtMaxLength, 8, kState));
-  CHECK_THROWS_AS(compact::srht_sample(kState, 10, 11), compact::error);
-  CHECK_THROWS_AS(compact::srht_sample(kState, 0, 0), compact::error);
+  CHECK_NOTHROW(SrhtCpu<float>(compact::kFwhtMaxLength, 8, kSrhtState));
+  CHECK_THROWS_AS(compact::srht_sample(kSrhtState, 10, 11), compact::error);
+  CHECK_THROWS_AS(compact::srht_sample(kSrhtState, 0, 0), compact::error);
 
-  const SrhtCpu<float> proj(1000, 100, kState);
+  const SrhtCpu<float> proj(1000, 100, kSrhtState);
   RowMatrix<float> x = RowMatrix<float>::Ones(4, 1000);
   RowMatrix<float> z = RowMatrix<float>::Constant(4, 100, 7.0f);
   RowMatrix<float> z_short(3, 100);

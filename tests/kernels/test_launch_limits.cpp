@@ -42,7 +42,7 @@ struct Audit {
   }
 };
 
-const index_t kRows[] = {1, 2, 3, 7, 64, 255, 256, 257, 4096, 65535, 65536};
+const index_t kLaunchRows[] = {1, 2, 3, 7, 64, 255, 256, 257, 4096, 65535, 65536};
 
 /// The launches of an SRHT projector (setup, one- or two-pass rows, materialize) for n' = 2^log2_len on `device`,
 /// as srht_projector.cuh and srht_kernels.cuh compute them.
@@ -69,7 +69,7 @@ void audit_srht(Audit& a, int log2_len) {
           detail::srht_scratch_rows(layout,
                                     detail::srht_workspace_bytes(layout, detail::srht_recommended_scratch_rows(np)))}) {
       if (detail::srht_two_pass(plan)) REQUIRE(scratch_rows >= 1);
-      for (const index_t rows : kRows) {
+      for (const index_t rows : kLaunchRows) {
         const index_t group = detail::srht_group_rows(plan, rows, scratch_rows);
         a.check(detail::LaunchShape{"srht_*_chunks_kernel", detail::srht_chunk_blocks(plan, group), 1, 1, threads, 1, 1,
                                     smem, bound});
@@ -162,7 +162,7 @@ TEST_CASE("every dense panel launch for n, r up to 2^20 fits sm_80 and sm_90, in
 TEST_CASE("the optimizers' fused step launches fit for m up to 65536 and r up to 2^20") {
   for (const detail::DeviceLimits& d : kDevices) {
     Audit a(d);
-    for (const index_t m : kRows) {
+    for (const index_t m : kLaunchRows) {
       for (const index_t r : kDims) {
         a.check(detail::launch_shape_1d("adamw_step_kernel/sgd_step_kernel", detail::optimizer_step_launch(m * r), 0,
                                         detail::kOptimizerThreads));

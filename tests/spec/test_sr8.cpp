@@ -23,34 +23,32 @@ namespace {
 using compact::index_t;
 using compact::Sr8Params;
 
-const compact::SketchState kState{0x0123456789ABCDEFull, 0x100000007ull, 0x200000003ull};
+const compact::SketchState kSr8State{0x0123456789ABCDEFull, 0x100000007ull, 0x200000003ull};
 
 /// Encodes x (all of it, flat indices from 0) with the reference.
 struct Reference {
   std::vector<std::int8_t> q;
   std::vector<float> scales;
 };
-Reference reference(const std::vector<float>& x, const compact::SketchState& state = kState) {
+Reference reference(const std::vector<float>& x, const compact::SketchState& state = kSr8State) {
   const index_t n = static_cast<index_t>(x.size());
   Reference r{std::vector<std::int8_t>(x.size()), std::vector<float>(std::size_t(compact::sr8_scale_count(n)))};
   compact::detail::sr8_encode_scalar(compact::sr8_params(state), 0, x.data(), n, r.q.data(), r.scales.data());
   return r;
 }
 
-std::uint32_t bits(float v) { return compact::fp32::bits_of(v); }
-
 }  // namespace
 
 TEST_CASE("the uniform of element i is half i % 2 of word (i % 8) / 2 of Philox at counter {lo32(i/8), hi32(i/8), w}") {
-  const Sr8Params p = compact::sr8_params(kState);
-  const compact::Key2x32 key = compact::philox_key(kState);
+  const Sr8Params p = compact::sr8_params(kSr8State);
+  const compact::Key2x32 key = compact::philox_key(kSr8State);
   for (const index_t i : {index_t{0}, index_t{1}, index_t{7}, index_t{8}, index_t{63}, index_t{64},
                           (index_t{1} << 35) - 1, index_t{1} << 35, (index_t{1} << 40) + 5}) {
     CAPTURE(i);
     const std::uint64_t g = static_cast<std::uint64_t>(i) / 8;
     const compact::Words4x32 ctr{{static_cast<std::uint32_t>(g), static_cast<std::uint32_t>(g >> 32),
-                                  static_cast<std::uint32_t>(kState.window),
-                                  static_cast<std::uint32_t>(kState.window >> 32)}};
+                                  static_cast<std::uint32_t>(kSr8State.window),
+                                  static_cast<std::uint32_t>(kSr8State.window >> 32)}};
     const compact::Words4x32 w = compact::philox4x32_10(ctr, key);
     const std::uint32_t word = w.w[(i % 8) / 2];
     CHECK(compact::sr8_uniform(p, i) == ((i % 2) ? word >> 16 : word & 0xFFFFu));
@@ -61,15 +59,15 @@ TEST_CASE("a block of zeros, or below 2^-120, has scale 0 and q = 0; amax = 2^-1
   std::vector<float> x(64, 0.0f);
   x[3] = -0.0f;
   Reference r = reference(x);
-  CHECK(bits(r.scales[0]) == 0u);
+  CHECK(compact::fp32::bits_of(r.scales[0]) == 0u);
   for (const std::int8_t v : r.q) CHECK(v == 0);
-  CHECK(bits(compact::sr8_decode_value(0, r.scales[0])) == 0u);  // +0.0
+  CHECK(compact::fp32::bits_of(compact::sr8_decode_value(0, r.scales[0])) == 0u);  // +0.0
 
   x[10] = std::ldexp(1.0f, -121);
   x[11] = -std::ldexp(1.9f, -121);
   x[12] = std::numeric_limits<float>::denorm_min();
   r = reference(x);
-  CHECK(bits(r.scales[0]) == 0u);
+  CHECK(compact::fp32::bits_of(r.scales[0]) == 0u);
   for (const std::int8_t v : r.q) CHECK(v == 0);
 
   x[13] = -std::ldexp(1.0f, -120);  // amax = 2^-120: s = 2^-120 / 127 (a subnormal), x[13] -> -127
@@ -85,7 +83,7 @@ TEST_CASE("a block holding inf, -inf or NaN has the quiet-NaN scale and q = 0, a
     std::vector<float> x(130, 1.5f);
     x[64 + 17] = special;  // block 1 only
     const Reference r = reference(x);
-    CHECK(bits(r.scales[1]) == compact::kSr8NanScaleBits);
+    CHECK(compact::fp32::bits_of(r.scales[1]) == compact::kSr8NanScaleBits);
     for (index_t i = 64; i < 128; ++i) {
       CHECK(r.q[std::size_t(i)] == 0);
       CHECK(std::isnan(compact::sr8_decode_value(r.q[std::size_t(i)], r.scales[1])));
@@ -134,7 +132,7 @@ TEST_CASE("negative values round down or up by their uniform; frac = 0 is exact 
   x[62] = -17.0f;  // frac = 0
   x[61] = -0.0f;
   x[60] = -127.0f + 0x1p-17f;
-  const Sr8Params p = compact::sr8_params(kState);
+  const Sr8Params p = compact::sr8_params(kSr8State);
   const Reference r = reference(x);
   REQUIRE(r.scales[0] == 1.0f);
   for (index_t i = 0; i < 60; ++i) {
@@ -292,7 +290,7 @@ void check_kernels(const std::vector<T>& storage, index_t x_phase, index_t q_pha
   std::vector<float> scales(std::size_t(ns + 1), -3.0f);
   compact::detail::Launch1d launch = compact::detail::sr8_encode_launch(count, threads);
   launch.blocks = std::min(launch.blocks, max_blocks);
-  const Sr8Params p = compact::sr8_params(kState);
+  const Sr8Params p = compact::sr8_params(kSr8State);
   compact::detail::host_launch_blocks(
       launch, compact::detail::sr8_encode_shared_bytes(launch.threads),
       [&](compact::detail::HostBlock& b) {
