@@ -1,22 +1,56 @@
 // SPDX-License-Identifier: MIT
-/// Replays inputs through a fuzz harness without libFuzzer: `replay FILE|DIR...` calls LLVMFuzzerTestOneInput once
-/// per file (directories are read in name order). ctest runs every harness over its committed corpus this way.
+/// Replays inputs through the fuzz harnesses without libFuzzer: `fuzz_replay HARNESS FILE|DIR...` calls the harness's
+/// LLVMFuzzerTestOneInput once per file (directories are read in name order). ctest runs every harness over its
+/// committed corpus this way (fuzz_replay_<harness>). Every harness is included here under its own name: one
+/// translation unit compiles compact's headers and the templates the harnesses share once (35 CPU seconds with g++ -O3
+/// against 56 for one program per harness).
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
 #include <vector>
 
-extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size);
+#define LLVMFuzzerTestOneInput fuzz_state_input
+#include "fuzz_state.cpp"
+#undef LLVMFuzzerTestOneInput
+#define LLVMFuzzerTestOneInput fuzz_optimizer_record_input
+#include "fuzz_optimizer_record.cpp"
+#undef LLVMFuzzerTestOneInput
+#define LLVMFuzzerTestOneInput fuzz_projector_input
+#include "fuzz_projector.cpp"
+#undef LLVMFuzzerTestOneInput
+
+namespace {
+
+struct Harness {
+  const char* name;
+  int (*input)(const std::uint8_t* data, std::size_t size);
+};
+
+const Harness kHarnesses[] = {{"state", fuzz_state_input},
+                              {"optimizer_record", fuzz_optimizer_record_input},
+                              {"projector", fuzz_projector_input}};
+
+}  // namespace
 
 int main(int argc, char** argv) {
   namespace fs = std::filesystem;
+  const Harness* harness = nullptr;
+  for (const Harness& h : kHarnesses) {
+    if (argc > 1 && std::strcmp(argv[1], h.name) == 0) harness = &h;
+  }
+  if (harness == nullptr) {
+    std::fprintf(stderr, "replay: harness %s is not one of state, optimizer_record, projector\n",
+                 argc > 1 ? argv[1] : "(none)");
+    return 2;
+  }
   std::vector<fs::path> files;
-  for (int a = 1; a < argc; ++a) {
+  for (int a = 2; a < argc; ++a) {
     const fs::path p(argv[a]);
     if (fs::is_directory(p)) {
       for (const auto& e : fs::directory_iterator(p)) {
@@ -39,8 +73,8 @@ int main(int argc, char** argv) {
     const std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     // A distinct non-null pointer for empty inputs, as libFuzzer passes.
     static const std::uint8_t kEmpty = 0;
-    LLVMFuzzerTestOneInput(bytes.empty() ? &kEmpty : reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size());
+    harness->input(bytes.empty() ? &kEmpty : reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size());
   }
-  std::printf("replayed %zu inputs\n", files.size());
+  std::printf("replayed %zu inputs through %s\n", files.size(), harness->name);
   return 0;
 }
