@@ -6,12 +6,12 @@
 #include <compact/compact.hpp>
 
 #include <cstdint>
-#include <functional>
 #include <limits>
 #include <random>
 #include <string>
 #include <tuple>
 
+#include "error_of.hpp"
 #include "projector_api.hpp"  // AsTuple
 
 #if defined(_OPENMP)
@@ -78,16 +78,6 @@ template <class Scalar, class Real = double>
 Real gamma(compact::index_t k) {
   const Real u = Real(std::numeric_limits<Scalar>::epsilon()) / 2;
   return Real(k) * u / (1 - Real(k) * u);
-}
-
-/// The message of the compact::error that f throws, or "" when it throws none.
-inline std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const compact::error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 }  // namespace compact_test

@@ -12,18 +12,9 @@
 
 #include <compact/compact.hpp>
 
-namespace compact_test {
+#include "error_of.hpp"
 
-/// The message of the compact::error that f throws, or "" when it throws none.
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const compact::error& e) {
-    return e.what();
-  }
-  return "";
-}
+namespace compact_test {
 
 /// One stream and one cuBLAS handle for the whole test run. The stream is a blocking one, so it is ordered after
 /// the work Thrust's device_vector constructors put on the legacy default stream. The handle forbids

@@ -45,8 +45,9 @@ int main(int argc, char** argv) {
     if (argc > 1 && std::strcmp(argv[1], h.name) == 0) harness = &h;
   }
   if (harness == nullptr) {
-    std::fprintf(stderr, "replay: harness %s is not one of state, optimizer_record, projector\n",
-                 argc > 1 ? argv[1] : "(none)");
+    std::string names;
+    for (const Harness& h : kHarnesses) names += std::string(names.empty() ? "" : ", ") + h.name;
+    std::fprintf(stderr, "replay: harness %s is not one of %s\n", argc > 1 ? argv[1] : "(none)", names.c_str());
     return 2;
   }
   std::vector<fs::path> files;

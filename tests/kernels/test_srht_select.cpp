@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <functional>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -18,11 +17,13 @@
 #include "compact/kernels/srht_row_kernels.hpp"
 #include "compact/kernels/srht_select.hpp"
 #include "compact/kernels/srht_workspace.hpp"
+#include "error_of.hpp"
 
 namespace {
 
 using compact::index_t;
 namespace detail = compact::detail;
+using compact_test::error_of;
 
 /// The output of the selection: the sample S and chunk_first for chunks of 2^chunk_bits.
 struct Selection {
@@ -91,15 +92,6 @@ struct TiedScores {
     return 0xABCD000000000000ull | ((static_cast<std::uint64_t>(k) * 2654435761u) % modulus);
   }
 };
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const compact::error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 }  // namespace
 
