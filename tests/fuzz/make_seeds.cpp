@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
-/// Writes the seed corpora of the fuzz harnesses: `fuzz_make_seeds tests/fuzz/corpus` (from the source tree).
-/// The seeds are valid inputs of every kind plus a few near misses; libFuzzer mutates from there.
+/// The seed corpora of the fuzz harnesses, written by `fuzz_replay --make-seeds tests/fuzz/corpus` (from the source
+/// tree) and compared with the committed files by `fuzz_replay --check-seeds tests/fuzz/corpus` (ctest
+/// fuzz_seeds_current). The seeds are valid inputs of every kind plus a few near misses; libFuzzer mutates from there.
+/// Included by replay_main.cpp.
 #include <compact/compact.hpp>
 
 #include <cctype>
@@ -8,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -15,7 +18,27 @@ namespace {
 
 using Bytes = std::vector<std::uint8_t>;
 
+/// Where the seeds go: written under the corpus folder, or compared with the files there (check), each difference
+/// printed and counted.
+struct SeedSink {
+  bool check = false;
+  int seeds = 0;
+  int differing = 0;
+};
+SeedSink seed_sink;
+
 void write(const std::filesystem::path& dir, const std::string& name, const Bytes& bytes) {
+  ++seed_sink.seeds;
+  if (seed_sink.check) {
+    std::ifstream in(dir / name, std::ios::binary);
+    const Bytes committed((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (!in.is_open() || committed != bytes) {
+      ++seed_sink.differing;
+      std::fprintf(stderr, "seed %s: %s (%zu bytes written, %zu committed)\n", (dir / name).c_str(),
+                   in.is_open() ? "differs" : "missing", bytes.size(), committed.size());
+    }
+    return;
+  }
   std::filesystem::create_directories(dir);
   std::ofstream out(dir / name, std::ios::binary);
   out.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
@@ -131,14 +154,9 @@ void projector_seeds(const std::filesystem::path& dir) {
   write(dir, "empty", Bytes{});
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: fuzz_make_seeds CORPUS_DIR (tests/fuzz/corpus)\n");
-    return 2;
-  }
-  const std::filesystem::path root(argv[1]);
+/// Writes (or, with check, compares) every harness's seeds under root; the number of differing seeds.
+int make_seeds(const std::filesystem::path& root, bool check) {
+  seed_sink = SeedSink{check, 0, 0};
   state_seeds(root / "state");
   // Byte 0 of an optimizer_record input: bit 0 SGD, bit 1 double, config / 4 the distribution's position in
   // compact::CpuDistributions (fuzz_optimizer_record.cpp); the file names use the distribution's name in lower case.
@@ -161,6 +179,8 @@ int main(int argc, char** argv) {
     ++position;
   });
   projector_seeds(root / "projector");
-  std::printf("seeds written under %s\n", root.c_str());
-  return 0;
+  std::printf("%d seeds %s under %s\n", seed_sink.seeds, check ? "compared with the files" : "written", root.c_str());
+  return seed_sink.differing;
 }
+
+}  // namespace

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: MIT
 /// Replays inputs through the fuzz harnesses without libFuzzer: `fuzz_replay HARNESS FILE|DIR...` calls the harness's
 /// LLVMFuzzerTestOneInput once per file (directories are read in name order). ctest runs every harness over its
-/// committed corpus this way (fuzz_replay_<harness>). Every harness is included here under its own name: one
-/// translation unit compiles compact's headers and the templates the harnesses share once (35 CPU seconds with g++ -O3
-/// against 56 for one program per harness).
+/// committed corpus this way (fuzz_replay_<harness>). `fuzz_replay --make-seeds DIR` writes the seed corpora
+/// (make_seeds.cpp) under DIR, `--check-seeds DIR` compares them with the files there (ctest fuzz_seeds_current).
+/// Every harness and the seed maker are included here under their own names: one translation unit compiles compact's
+/// headers and the templates they share once (35 CPU seconds with g++ -O3 against 56 for one program per harness).
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -24,6 +25,7 @@
 #define LLVMFuzzerTestOneInput fuzz_projector_input
 #include "fuzz_projector.cpp"
 #undef LLVMFuzzerTestOneInput
+#include "make_seeds.cpp"
 
 namespace {
 
@@ -40,6 +42,20 @@ const Harness kHarnesses[] = {{"state", fuzz_state_input},
 
 int main(int argc, char** argv) {
   namespace fs = std::filesystem;
+  if (argc > 1 && (std::strcmp(argv[1], "--make-seeds") == 0 || std::strcmp(argv[1], "--check-seeds") == 0)) {
+    const bool check = argv[1][2] == 'c';
+    if (argc != 3 || (check && !fs::is_directory(argv[2]))) {
+      std::fprintf(stderr, "replay: %s takes one corpus folder (tests/fuzz/corpus)%s\n", argv[1],
+                   argc == 3 ? ", and it must exist" : "");
+      return 2;
+    }
+    const int differing = make_seeds(argv[2], check);
+    if (differing != 0) {
+      std::fprintf(stderr, "replay: %d seeds differ from the committed ones: regenerate them with fuzz_replay "
+                   "--make-seeds %s\n", differing, argv[2]);
+    }
+    return differing == 0 ? 0 : 1;
+  }
   const Harness* harness = nullptr;
   for (const Harness& h : kHarnesses) {
     if (argc > 1 && std::strcmp(argv[1], h.name) == 0) harness = &h;
