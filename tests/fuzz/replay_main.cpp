@@ -51,8 +51,10 @@ int main(int argc, char** argv) {
     }
     const int differing = make_seeds(argv[2], check);
     if (differing != 0) {
-      std::fprintf(stderr, "replay: %d seeds differ from the committed ones: regenerate them with fuzz_replay "
-                   "--make-seeds %s\n", differing, argv[2]);
+      std::fprintf(stderr,
+                   "replay: %d seeds differ from the committed ones: regenerate them with fuzz_replay "
+                   "--make-seeds %s\n",
+                   differing, argv[2]);
     }
     return differing == 0 ? 0 : 1;
   }
