@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #pragma once
-/// error_of, for the CPU tests (support.hpp) and the GPU tests (cuda/gpu_support.cuh) alike.
+/// error_of, for the CPU tests (support.hpp), the GPU tests (cuda/gpu_support.cuh) and the shared projector API checks
+/// (projector_api.hpp) alike.
 
 #include <compact/config.hpp>
 

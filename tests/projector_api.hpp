@@ -8,6 +8,8 @@
 
 #include <compact/compact.hpp>
 
+#include "error_of.hpp"
+
 #include <cstddef>
 #include <string>
 #include <tuple>
@@ -102,28 +104,16 @@ constexpr bool all_have_projector_api(compact::TypeList<Dists...>) {
   return (has_projector_api<Backend, Dists, Scalar>() && ...);
 }
 
-/// The message of the compact::error that f throws, or "" when it throws none.
-template <class F>
-std::string message_of(F&& f) {
-  try {
-    std::forward<F>(f)();
-  } catch (const compact::error& e) {
-    return e.what();
-  }
-  return "";
-}
-
 /// What workspace_bytes(n, r) refuses, as one string: the shape check's messages for a rank above n, a zero rank and
 /// (SRHT) an n that pads beyond 2^20. Equal strings on two backends mean one check refused with one message.
 template <class Backend, class Dist, class Scalar>
 std::string shape_refusals() {
   using P = compact::Projector<Backend, Dist, Scalar>;
-  std::string all =
-      message_of([] { P::workspace_bytes(16, 17); }) + "\n" + message_of([] { P::workspace_bytes(16, 0); });
+  std::string all = error_of([] { P::workspace_bytes(16, 17); }) + "\n" + error_of([] { P::workspace_bytes(16, 0); });
   // Appended in two steps: `"\n" + std::string&&` trips GCC 12's -Wrestrict false positive at -O3 in C++20 (GCC bug
   // 105651), which the C++20 configuration of CI builds with -Werror. Empty for a distribution without such a rule.
   all += '\n';
-  all += message_of([] { P::workspace_bytes((compact::index_t{1} << 20) + 1, 4); });
+  all += error_of([] { P::workspace_bytes((compact::index_t{1} << 20) + 1, 4); });
   return all;
 }
 
